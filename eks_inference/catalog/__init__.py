@@ -1,0 +1,33 @@
+"""Data the library sizes and prices with: instance types and model architectures."""
+
+from eks_inference.catalog.instances import (
+    GB,
+    GIB,
+    INSTANCE_TYPES,
+    Accelerator,
+    InstanceType,
+    instance_type,
+)
+from eks_inference.catalog.models import (
+    DTYPE_BYTES,
+    MODELS,
+    NEURON_POOR_COMPILE_FAMILIES,
+    CatalogModel,
+    Dtype,
+    ModelArchitecture,
+)
+
+__all__ = [
+    "DTYPE_BYTES",
+    "GB",
+    "GIB",
+    "INSTANCE_TYPES",
+    "MODELS",
+    "NEURON_POOR_COMPILE_FAMILIES",
+    "Accelerator",
+    "CatalogModel",
+    "Dtype",
+    "InstanceType",
+    "ModelArchitecture",
+    "instance_type",
+]

@@ -1,0 +1,167 @@
+"""EC2 instance types the library can place model servers on, as data.
+
+Prices are on-demand USD per hour in us-east-1 (*unverified*: public price lists change;
+override with ``--price-per-hour`` in the CLI). Memory bandwidth is per accelerator device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+GIB = 1024**3
+GB = 1000**3
+
+
+class Accelerator(StrEnum):
+    """The accelerator family of an instance type, which decides device plugin, AMI and taint."""
+
+    NONE = "none"
+    NEURON = "neuron"
+    NVIDIA = "nvidia"
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """One EC2 instance type.
+
+    ``cores`` counts the units a tensor-parallel group is built from: NeuronCores on
+    Inferentia2 (two per chip), GPUs on NVIDIA instances. ``valid_tensor_parallel`` lists the
+    degrees the hardware topology supports on this instance.
+    """
+
+    name: str
+    accelerator: Accelerator
+    accelerator_model: str
+    devices: int
+    cores: int
+    memory_per_core_bytes: int
+    bandwidth_per_device_bytes_per_s: float
+    vcpus: int
+    memory_gib: int
+    price_per_hour: float
+    valid_tensor_parallel: tuple[int, ...]
+
+    @property
+    def cores_per_device(self) -> int:
+        return self.cores // self.devices if self.devices else 0
+
+    @property
+    def accelerator_memory_bytes(self) -> int:
+        return self.cores * self.memory_per_core_bytes
+
+    @property
+    def bandwidth_per_core_bytes_per_s(self) -> float:
+        return self.bandwidth_per_device_bytes_per_s / max(self.cores_per_device, 1)
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+
+# Inferentia2: 2 NeuronCore-v2 per chip, 16 GiB HBM per core, about 820 GiB/s per chip.
+# TP degrees follow the NxD Inference guide (1, 2, 4, 8, 24); 12 is reported for
+# inf2.24xlarge/48xlarge but unverified, so it is not offered.
+_INF2_CORE_MEMORY = 16 * GIB
+_INF2_CHIP_BANDWIDTH = 820 * GIB
+# NVIDIA L40S: 48 GB GDDR6 at about 864 GB/s, PCIe only (no NVLink).
+_L40S_MEMORY = 48 * GB
+_L40S_BANDWIDTH = 864 * GB
+
+
+def _inf2(name: str, chips: int, vcpus: int, memory_gib: int, price: float) -> InstanceType:
+    degrees = tuple(d for d in (1, 2, 4, 8, 24) if d <= 2 * chips)
+    return InstanceType(
+        name=name,
+        accelerator=Accelerator.NEURON,
+        accelerator_model="Inferentia2",
+        devices=chips,
+        cores=2 * chips,
+        memory_per_core_bytes=_INF2_CORE_MEMORY,
+        bandwidth_per_device_bytes_per_s=_INF2_CHIP_BANDWIDTH,
+        vcpus=vcpus,
+        memory_gib=memory_gib,
+        price_per_hour=price,
+        valid_tensor_parallel=degrees,
+    )
+
+
+def _gpu(
+    name: str,
+    model: str,
+    gpus: int,
+    memory: int,
+    bandwidth: float,
+    vcpus: int,
+    memory_gib: int,
+    price: float,
+) -> InstanceType:
+    return InstanceType(
+        name=name,
+        accelerator=Accelerator.NVIDIA,
+        accelerator_model=model,
+        devices=gpus,
+        cores=gpus,
+        memory_per_core_bytes=memory,
+        bandwidth_per_device_bytes_per_s=bandwidth,
+        vcpus=vcpus,
+        memory_gib=memory_gib,
+        price_per_hour=price,
+        valid_tensor_parallel=tuple(d for d in (1, 2, 4, 8) if d <= gpus),
+    )
+
+
+def _l40s(name: str, gpus: int, vcpus: int, memory_gib: int, price: float) -> InstanceType:
+    return _gpu(name, "L40S", gpus, _L40S_MEMORY, _L40S_BANDWIDTH, vcpus, memory_gib, price)
+
+
+def _cpu(name: str, vcpus: int, memory_gib: int, price: float) -> InstanceType:
+    return InstanceType(
+        name=name,
+        accelerator=Accelerator.NONE,
+        accelerator_model="",
+        devices=0,
+        cores=0,
+        memory_per_core_bytes=0,
+        bandwidth_per_device_bytes_per_s=0.0,
+        vcpus=vcpus,
+        memory_gib=memory_gib,
+        price_per_hour=price,
+        valid_tensor_parallel=(),
+    )
+
+
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    t.name: t
+    for t in (
+        _inf2("inf2.xlarge", 1, 4, 16, 0.7582),
+        _inf2("inf2.8xlarge", 1, 32, 128, 1.96786),
+        _inf2("inf2.24xlarge", 6, 96, 384, 6.49063),
+        _inf2("inf2.48xlarge", 12, 192, 768, 12.98127),
+        _l40s("g6e.xlarge", 1, 4, 32, 1.861),
+        _l40s("g6e.2xlarge", 1, 8, 64, 2.24208),
+        _l40s("g6e.4xlarge", 1, 16, 128, 3.00424),
+        _l40s("g6e.8xlarge", 1, 32, 256, 4.52856),
+        _l40s("g6e.16xlarge", 1, 64, 512, 7.57719),
+        _l40s("g6e.12xlarge", 4, 48, 384, 10.49264),
+        _l40s("g6e.24xlarge", 4, 96, 768, 15.06559),
+        _l40s("g6e.48xlarge", 8, 192, 1536, 30.13118),
+        # For comparison with published benchmarks only; no node pool of the reference app.
+        _gpu("g5.12xlarge", "A10G", 4, 24 * GB, 600 * GB, 48, 192, 5.672),
+        _gpu("p4d.24xlarge", "A100", 8, 40 * GB, 1555 * GB, 96, 1152, 32.7726),
+        _cpu("m6i.xlarge", 4, 16, 0.192),
+        _cpu("m6i.2xlarge", 8, 32, 0.384),
+        _cpu("m7i.xlarge", 4, 16, 0.2016),
+        _cpu("m7i.2xlarge", 8, 32, 0.4032),
+    )
+}
+
+
+def instance_type(name: str) -> InstanceType:
+    """Look up an instance type; the error lists what the catalog offers."""
+    try:
+        return INSTANCE_TYPES[name]
+    except KeyError:
+        raise KeyError(
+            f"unknown instance type {name!r}; known: {', '.join(sorted(INSTANCE_TYPES))}"
+        ) from None

@@ -1,0 +1,129 @@
+"""Model architectures, as data: the numbers sizing needs, from each model's ``config.json``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+Dtype = Literal["bfloat16", "float16", "float32"]
+DTYPE_BYTES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+class ModelArchitecture(BaseModel):
+    """The shape of a decoder-only transformer, enough to size its weights and KV cache.
+
+    ``head_dim`` defaults to ``hidden_size / num_attention_heads``; set it where the model's
+    config has its own (Gemma). ``family`` drives compatibility rules (Gemma compiles poorly on
+    Neuron).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    family: str = Field(min_length=1, description="Architecture family, e.g. llama, gemma2.")
+    num_layers: PositiveInt
+    hidden_size: PositiveInt
+    num_attention_heads: PositiveInt
+    num_kv_heads: PositiveInt
+    head_dim: PositiveInt | None = None
+    vocab_size: PositiveInt
+    num_parameters: PositiveInt = Field(description="Total parameter count.")
+    dtype: Dtype = "bfloat16"
+
+    @model_validator(mode="after")
+    def _heads_are_consistent(self) -> ModelArchitecture:
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_kv_heads ({self.num_kv_heads})"
+            )
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                "hidden_size is not divisible by num_attention_heads; give head_dim explicitly"
+            )
+        return self
+
+    @property
+    def effective_head_dim(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def bytes_per_element(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+
+class CatalogModel(BaseModel):
+    """A catalog entry: the Hugging Face id the weights come from and the architecture."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hf_id: str
+    architecture: ModelArchitecture
+
+
+MODELS: dict[str, CatalogModel] = {
+    "llama-3-8b": CatalogModel(
+        hf_id="meta-llama/Meta-Llama-3-8B-Instruct",
+        architecture=ModelArchitecture(
+            family="llama",
+            num_layers=32,
+            hidden_size=4096,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            vocab_size=128256,
+            num_parameters=8_030_261_248,
+        ),
+    ),
+    "llama-3.1-70b": CatalogModel(
+        hf_id="meta-llama/Llama-3.1-70B-Instruct",
+        architecture=ModelArchitecture(
+            family="llama",
+            num_layers=80,
+            hidden_size=8192,
+            num_attention_heads=64,
+            num_kv_heads=8,
+            vocab_size=128256,
+            num_parameters=70_553_706_496,
+        ),
+    ),
+    "mistral-7b": CatalogModel(
+        hf_id="mistralai/Mistral-7B-Instruct-v0.1",
+        architecture=ModelArchitecture(
+            family="mistral",
+            num_layers=32,
+            hidden_size=4096,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            vocab_size=32000,
+            num_parameters=7_241_732_096,
+        ),
+    ),
+    "qwen2.5-7b": CatalogModel(
+        hf_id="Qwen/Qwen2.5-7B-Instruct",
+        architecture=ModelArchitecture(
+            family="qwen2",
+            num_layers=28,
+            hidden_size=3584,
+            num_attention_heads=28,
+            num_kv_heads=4,
+            vocab_size=152064,
+            num_parameters=7_615_616_512,
+        ),
+    ),
+    "gemma-2-9b": CatalogModel(
+        hf_id="google/gemma-2-9b-it",
+        architecture=ModelArchitecture(
+            family="gemma2",
+            num_layers=42,
+            hidden_size=3584,
+            num_attention_heads=16,
+            num_kv_heads=8,
+            head_dim=256,
+            vocab_size=256000,
+            num_parameters=9_241_705_984,
+        ),
+    ),
+}
+
+# Families whose mixed attention configurations fail or compile poorly with neuronx-cc.
+NEURON_POOR_COMPILE_FAMILIES = frozenset({"gemma", "gemma2", "gemma3"})

@@ -1,0 +1,20 @@
+"""Names shared between the add-ons the cluster installs and the manifests that rely on them.
+
+Each is defined once here so that, for example, the scheduler a pod asks for is the scheduler
+the Neuron chart installs, and the label a pod selects on is the label the node group carries.
+"""
+
+# Label every managed node group carries with its pool name; pods select on it.
+NODE_POOL_LABEL = "eks-inference.io/node-pool"
+# Second scheduler installed by the Neuron Helm chart; it places a pod on contiguous
+# NeuronCores, which matters when a pod takes part of a node's cores.
+NEURON_SCHEDULER_NAME = "neuron-scheduler"
+# Namespace the model servers run in.
+INFERENCE_NAMESPACE = "inference"
+# Service account of the Mountpoint for S3 CSI driver (EKS add-on), given S3 read by Pod Identity.
+MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+MOUNTPOINT_NAMESPACE = "kube-system"
+# Extended resources the device plugins advertise.
+NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
+NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
+NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"

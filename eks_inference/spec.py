@@ -1,0 +1,405 @@
+"""``ModelDeploymentSpec``: what to serve, typed and validated before anything is built.
+
+Every rule a deployment must satisfy lives here. A spec that cannot work on its hardware fails
+with a :class:`pydantic.ValidationError` listing every problem at once, each under its field
+path and saying what would work.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    model_validator,
+)
+
+from eks_inference import sizing
+from eks_inference.catalog import (
+    INSTANCE_TYPES,
+    MODELS,
+    NEURON_POOR_COMPILE_FAMILIES,
+    Accelerator,
+    InstanceType,
+    ModelArchitecture,
+)
+from eks_inference.validation import Problems
+
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+Engine = Literal["vllm", "rayservice"]
+Loader = Literal["mountpoint", "runai_streamer"]
+
+
+class ModelRef(BaseModel):
+    """The model to serve: its Hugging Face id (also the served model name) and architecture.
+
+    In YAML, a catalog name (``model: llama-3-8b``) stands for the catalog's entry.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1, description="Hugging Face id; clients use it as model name.")
+    revision: str = Field(default="main", min_length=1, description="Weights revision (commit).")
+    architecture: ModelArchitecture
+
+
+def _expand_catalog_name(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    entry = MODELS.get(value)
+    if entry is None:
+        raise ValueError(
+            f"unknown catalog model {value!r}; use one of {', '.join(sorted(MODELS))} "
+            "or give {id, architecture} explicitly"
+        )
+    return {"id": entry.hf_id, "architecture": entry.architecture}
+
+
+CatalogOrExplicitModel = Annotated[ModelRef, BeforeValidator(_expand_catalog_name)]
+
+
+class Limits(BaseModel):
+    """Engine limits. Defaults suit a 7-8B chat model: 4k context, a batch of 32."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_model_len: PositiveInt = 4096
+    max_num_seqs: PositiveInt = 32
+    block_size: int = Field(default=16, description=f"KV block size, one of {VLLM_BLOCK_SIZES}.")
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=0.98)
+
+
+class Scaling(BaseModel):
+    """Replica bounds and the queue-depth target Ray Serve scales on.
+
+    ``target_ongoing_requests`` defaults to three quarters of ``max_num_seqs``: a replica
+    scales out before its batch is full, so requests rarely wait in a queue.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_replicas: NonNegativeInt = 1
+    max_replicas: PositiveInt = 1
+    target_ongoing_requests: PositiveInt | None = None
+
+
+class Weights(BaseModel):
+    """Where the weights are in the model bucket and how pods read them.
+
+    ``mountpoint`` mounts the prefix read-only through the Mountpoint for S3 CSI driver (any
+    engine); ``runai_streamer`` lets standalone vLLM on GPUs stream ``s3://`` directly, with
+    no volume at all, which starts fastest.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prefix: str = Field(min_length=1, description="Key prefix in the model bucket, ending '/'.")
+    loader: Loader = "mountpoint"
+
+
+class NeuronOptions(BaseModel):
+    """Inferentia2 options: where compiled artifacts live and the shapes compiled for."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    compiled_artifacts_prefix: str | None = Field(
+        default=None,
+        description="Bucket prefix under which compiled artifacts are kept, ending '/'.",
+    )
+    sequence_buckets: tuple[PositiveInt, ...] = Field(
+        default=(),
+        description="Context-encoding and token-generation buckets (powers of two); "
+        "empty lets the Neuron plugin derive them from max_model_len.",
+    )
+    allow_compile_at_startup: bool = Field(
+        default=False,
+        description="Development only: serve without compiled artifacts, compiling in the pod.",
+    )
+    allow_poor_compile_architecture: bool = Field(
+        default=False,
+        description="Opt in to architectures known to compile poorly on Neuron (Gemma).",
+    )
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra override_neuron_config entries; they change the compiled graph.",
+    )
+
+
+class ModelDeploymentSpec(BaseModel):
+    """One model served on one accelerator instance type, by vLLM or Ray Serve on KubeRay.
+
+    Example (YAML)::
+
+        name: llama3-8b-inf2
+        model: llama-3-8b
+        instance_type: inf2.48xlarge
+        engine: rayservice
+        tensor_parallel_size: 8
+        scaling: {min_replicas: 1, max_replicas: 3}
+        weights: {prefix: models/llama-3-8b/}
+        neuron: {compiled_artifacts_prefix: neuron-artifacts/}
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(
+        pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
+        max_length=40,
+        description="DNS-1123 label; prefixes every Kubernetes object of the deployment.",
+    )
+    model: CatalogOrExplicitModel
+    instance_type: str
+    engine: Engine = "rayservice"
+    tensor_parallel_size: PositiveInt = 1
+    limits: Limits = Limits()
+    scaling: Scaling = Scaling()
+    weights: Weights
+    neuron: NeuronOptions | None = None
+
+    @property
+    def instance(self) -> InstanceType:
+        return INSTANCE_TYPES[self.instance_type]
+
+    @property
+    def accelerator(self) -> Accelerator:
+        return self.instance.accelerator
+
+    @property
+    def on_neuron(self) -> bool:
+        return self.accelerator is Accelerator.NEURON
+
+    @property
+    def neuron_options(self) -> NeuronOptions:
+        """Neuron options, defaulted when the spec gives none."""
+        return self.neuron or NeuronOptions()
+
+    @property
+    def replicas_per_node(self) -> int:
+        return sizing.replicas_per_node(self.instance, self.tensor_parallel_size)
+
+    @property
+    def max_nodes(self) -> int:
+        return sizing.nodes_needed(self.scaling.max_replicas, self.replicas_per_node)
+
+    @property
+    def target_ongoing_requests(self) -> int:
+        return self.scaling.target_ongoing_requests or max(1, self.limits.max_num_seqs * 3 // 4)
+
+    @property
+    def memory_fit(self) -> sizing.MemoryFit:
+        return sizing.memory_fit(
+            self.model.architecture,
+            self.instance,
+            self.tensor_parallel_size,
+            self.limits.max_model_len,
+            self.limits.max_num_seqs,
+            self.limits.gpu_memory_utilization,
+        )
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> ModelDeploymentSpec:
+        problems = Problems("ModelDeploymentSpec")
+        _check_weights(self, problems)
+        _check_scaling(self, problems)
+        if self.limits.block_size not in VLLM_BLOCK_SIZES:
+            problems.add(
+                ("limits", "block_size"),
+                f"block_size {self.limits.block_size} is not a vLLM block size; "
+                f"use one of {list(VLLM_BLOCK_SIZES)}",
+                self.limits.block_size,
+            )
+        instance = INSTANCE_TYPES.get(self.instance_type)
+        if instance is None or instance.accelerator is Accelerator.NONE:
+            accelerated = sorted(
+                n for n, t in INSTANCE_TYPES.items() if t.accelerator.value != "none"
+            )
+            problems.add(
+                ("instance_type",),
+                f"{self.instance_type!r} is not an accelerator instance type in the catalog; "
+                f"use one of {', '.join(accelerated)}",
+                self.instance_type,
+            )
+        elif _check_tensor_parallel(self, instance, problems):
+            _check_memory(self, instance, problems)
+            _check_accelerator_options(self, instance, problems)
+        problems.raise_if_any()
+        return self
+
+
+def _check_weights(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    prefix = spec.weights.prefix
+    if prefix.startswith(("s3://", "/")) or not prefix.endswith("/"):
+        problems.add(
+            ("weights", "prefix"),
+            f"weights prefix {prefix!r} must be a key prefix inside the model bucket ending "
+            f"with '/', e.g. {prefix.removeprefix('s3://').strip('/').split('/', 1)[-1]}/",
+            prefix,
+        )
+
+
+def _check_scaling(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    scaling = spec.scaling
+    if scaling.min_replicas > scaling.max_replicas:
+        problems.add(
+            ("scaling", "min_replicas"),
+            f"min_replicas ({scaling.min_replicas}) exceeds max_replicas "
+            f"({scaling.max_replicas}); set min_replicas <= max_replicas",
+            scaling.min_replicas,
+        )
+    elif spec.engine == "vllm" and scaling.min_replicas != scaling.max_replicas:
+        problems.add(
+            ("scaling", "max_replicas"),
+            "a standalone vLLM Deployment runs a fixed number of replicas; set max_replicas "
+            f"= min_replicas ({scaling.min_replicas}), or use engine: rayservice to autoscale "
+            "on queue depth",
+            scaling.max_replicas,
+        )
+
+
+def _check_tensor_parallel(
+    spec: ModelDeploymentSpec, instance: InstanceType, problems: Problems
+) -> bool:
+    """Check TP against the topology and the heads; True when TP is usable for sizing."""
+    arch = spec.model.architecture
+    tp = spec.tensor_parallel_size
+    usable = [
+        d
+        for d in instance.valid_tensor_parallel
+        if arch.num_attention_heads % d == 0
+        and (
+            instance.accelerator is Accelerator.NEURON
+            or arch.num_kv_heads % d == 0
+            or d % arch.num_kv_heads == 0
+        )
+    ]
+    hint = f"degrees that work for this model on {instance.name}: {usable or 'none'}"
+    before = len(problems)
+    if tp not in instance.valid_tensor_parallel:
+        problems.add(
+            ("tensor_parallel_size",),
+            f"tensor_parallel_size {tp} is not supported by the topology of {instance.name} "
+            f"(valid: {list(instance.valid_tensor_parallel)}); {hint}",
+            tp,
+        )
+    elif arch.num_attention_heads % tp:
+        problems.add(
+            ("tensor_parallel_size",),
+            f"tensor_parallel_size {tp} does not divide the model's "
+            f"{arch.num_attention_heads} attention heads; {hint}",
+            tp,
+        )
+    elif (
+        instance.accelerator is Accelerator.NVIDIA
+        and arch.num_kv_heads % tp
+        and tp % arch.num_kv_heads
+    ):
+        problems.add(
+            ("tensor_parallel_size",),
+            f"on GPUs the {arch.num_kv_heads} KV heads must be divisible by "
+            f"tensor_parallel_size {tp} (or TP a multiple of them); {hint}",
+            tp,
+        )
+    return len(problems) == before
+
+
+def _check_memory(spec: ModelDeploymentSpec, instance: InstanceType, problems: Problems) -> None:
+    fit = spec.memory_fit
+    if fit.fits:
+        return
+    arch = spec.model.architecture
+    limits = spec.limits
+    larger = [
+        d
+        for d in instance.valid_tensor_parallel
+        if d > spec.tensor_parallel_size
+        and arch.num_attention_heads % d == 0
+        and sizing.memory_fit(
+            arch,
+            instance,
+            d,
+            limits.max_model_len,
+            limits.max_num_seqs,
+            limits.gpu_memory_utilization,
+        ).fits
+    ]
+    seqs = sizing.max_num_seqs_that_fit(
+        arch,
+        instance,
+        spec.tensor_parallel_size,
+        limits.max_model_len,
+        limits.gpu_memory_utilization,
+    )
+    fixes = []
+    if larger:
+        fixes.append(f"tensor_parallel_size {larger[0]}")
+    if seqs:
+        fixes.append(f"max_num_seqs <= {seqs}")
+    if not fixes:
+        fixes.append("a larger instance type or a shorter max_model_len")
+    problems.add(
+        ("tensor_parallel_size",),
+        f"weights ({sizing.gib(fit.weight_bytes):.1f} GiB) plus KV cache for "
+        f"{limits.max_num_seqs} x {limits.max_model_len} tokens "
+        f"({sizing.gib(fit.kv_cache_bytes):.1f} GiB) exceed the "
+        f"{sizing.gib(fit.capacity_bytes):.1f} GiB usable on {spec.tensor_parallel_size} "
+        f"core(s) of {instance.name}; use {' or '.join(fixes)}",
+        spec.tensor_parallel_size,
+    )
+
+
+def _check_accelerator_options(
+    spec: ModelDeploymentSpec, instance: InstanceType, problems: Problems
+) -> None:
+    if spec.weights.loader == "runai_streamer" and (
+        spec.engine != "vllm" or instance.accelerator is not Accelerator.NVIDIA
+    ):
+        problems.add(
+            ("weights", "loader"),
+            "runai_streamer works only for engine: vllm on a GPU instance; use loader: "
+            "mountpoint here",
+            spec.weights.loader,
+        )
+    if instance.accelerator is not Accelerator.NEURON:
+        if spec.neuron is not None:
+            problems.add(
+                ("neuron",),
+                f"neuron options apply only to inf2 instance types, not {instance.name}; "
+                "remove them",
+            )
+        return
+    options = spec.neuron_options
+    for i, bucket in enumerate(options.sequence_buckets):
+        if bucket & (bucket - 1) or bucket > spec.limits.max_model_len:
+            problems.add(
+                ("neuron", "sequence_buckets", i),
+                f"bucket {bucket} must be a power of two no larger than max_model_len "
+                f"({spec.limits.max_model_len})",
+                bucket,
+            )
+    prefix = options.compiled_artifacts_prefix
+    if prefix is None and not options.allow_compile_at_startup:
+        problems.add(
+            ("neuron", "compiled_artifacts_prefix"),
+            "Neuron serving needs compiled artifacts (compiling in the pod takes ~15 minutes "
+            "per replica); set compiled_artifacts_prefix, e.g. neuron-artifacts/, or "
+            "allow_compile_at_startup: true for development",
+        )
+    elif prefix is not None and (prefix.startswith(("s3://", "/")) or not prefix.endswith("/")):
+        problems.add(
+            ("neuron", "compiled_artifacts_prefix"),
+            f"compiled_artifacts_prefix {prefix!r} must be a key prefix ending with '/'",
+            prefix,
+        )
+    family = spec.model.architecture.family
+    if family in NEURON_POOR_COMPILE_FAMILIES and not options.allow_poor_compile_architecture:
+        problems.add(
+            ("neuron", "allow_poor_compile_architecture"),
+            f"the {family} family fails or compiles poorly on Neuron (mixed attention "
+            "configurations); serve it on a GPU instance, or set "
+            "allow_poor_compile_architecture: true after testing a compile",
+        )
