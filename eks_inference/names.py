@@ -18,3 +18,8 @@ MOUNTPOINT_NAMESPACE = "kube-system"
 NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
 NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def service_account_name(deployment_name: str) -> str:
+    """Service account of a deployment's model-server pods (vLLM pods, Ray head and workers)."""
+    return f"{deployment_name}-server"
