@@ -38,12 +38,20 @@ class PlatformSpec(BaseModel):
     ``model_bucket_name`` is explicit rather than generated so that the manifests written to
     ``k8s_manifests/`` name the same bucket the CloudFormation template creates. ``region``
     fills the Mountpoint mount options (pods then need no instance metadata to find it).
+    ``account_id`` is used only to write the registry of images the CDK app builds (the Neuron
+    Ray image) into ``k8s_manifests/``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     cluster_name: str = Field(default="eks-inference", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$")
     region: str = Field(default="us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    account_id: str | None = Field(
+        default=None,
+        pattern=r"^\d{12}$",
+        description="Account the manifests in k8s_manifests/ name images in (container assets); "
+        "synth itself stays environment-agnostic.",
+    )
     kubernetes_version: str = KUBERNETES_VERSION
     model_bucket_name: str
     node_pools: tuple[NodePool, ...] = Field(min_length=1)
