@@ -224,8 +224,9 @@ class ModelDeploymentSpec(BaseModel):
                 f"use one of {', '.join(accelerated)}",
                 self.instance_type,
             )
-        elif _check_tensor_parallel(self, instance, problems):
-            _check_memory(self, instance, problems)
+        else:
+            if _check_tensor_parallel(self, instance, problems):
+                _check_memory(self, instance, problems)
             _check_accelerator_options(self, instance, problems)
         problems.raise_if_any()
         return self
