@@ -60,7 +60,11 @@ def _expand_catalog_name(value: Any) -> Any:
     return {"id": entry.hf_id, "architecture": entry.architecture}
 
 
-CatalogOrExplicitModel = Annotated[ModelRef, BeforeValidator(_expand_catalog_name)]
+CatalogModelName = Literal[tuple(MODELS)]  # type: ignore[valid-type]
+CatalogOrExplicitModel = Annotated[
+    ModelRef,
+    BeforeValidator(_expand_catalog_name, json_schema_input_type=CatalogModelName | ModelRef),
+]
 
 
 class Limits(BaseModel):

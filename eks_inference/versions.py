@@ -54,3 +54,66 @@ NEURON_SDK_VERSION = "2.31.1"
 # Ray head image when the workers run the GPU Ray LLM image: the same image, so the head can
 # import the Serve application (`ray.serve.llm`) it routes to.
 RAY_HEAD_GPU_IMAGE = RAY_LLM_GPU_IMAGE
+
+
+@dataclass(frozen=True)
+class KubernetesRelease:
+    """Components whose version must follow the cluster's Kubernetes minor version.
+
+    The kubectl Lambda layer runs ``kubectl``/``helm`` against the API server (kubectl supports
+    one minor version of skew); the Cluster Autoscaler embeds the scheduler of its own minor
+    version and is only tested against the matching control plane; the Neuron chart's second
+    scheduler is a stock kube-scheduler, which must not be newer than the API server.
+    """
+
+    kubectl_layer_module: str
+    kubectl_layer_class: str
+    cluster_autoscaler_image_tag: str
+    kube_scheduler_image_tag: str
+
+
+# Kubernetes minor versions the library can build a cluster for, each with its matching
+# kubectl layer (PyPI `aws-cdk.lambda-layer-kubectl-v3X`, pinned in requirements.txt).
+# Cluster Autoscaler tags: the 2026-07-23 patch releases of each minor line.
+# kube-scheduler tags: EKS Distro releases (public.ecr.aws/eks-distro); the 1.35 tag is the
+# one the Neuron samples run, the 1.33 and 1.34 tags are the EKS-D release tags whose
+# kube-apiserver images are published under the same tag (unverified for kube-scheduler).
+KUBERNETES_RELEASES: dict[str, KubernetesRelease] = {
+    "1.33": KubernetesRelease(
+        kubectl_layer_module="aws_cdk.lambda_layer_kubectl_v33",
+        kubectl_layer_class="KubectlV33Layer",
+        cluster_autoscaler_image_tag="v1.33.6",
+        kube_scheduler_image_tag="v1.33.7-eks-1-33-20",
+    ),
+    "1.34": KubernetesRelease(
+        kubectl_layer_module="aws_cdk.lambda_layer_kubectl_v34",
+        kubectl_layer_class="KubectlV34Layer",
+        cluster_autoscaler_image_tag="v1.34.5",
+        kube_scheduler_image_tag="v1.34.3-eks-1-34-15",
+    ),
+    "1.35": KubernetesRelease(
+        kubectl_layer_module="aws_cdk.lambda_layer_kubectl_v35",
+        kubectl_layer_class="KubectlV35Layer",
+        cluster_autoscaler_image_tag="v1.35.2",
+        kube_scheduler_image_tag="v1.35.2-eks-1-35-8",
+    ),
+}
+
+# Cluster Autoscaler: chart 9.59.0 is the newest chart seen (its default image is v1.35.0);
+# the image tag is always set from KUBERNETES_RELEASES so it follows the cluster version.
+CLUSTER_AUTOSCALER_CHART = HelmChartVersion(
+    chart="cluster-autoscaler",
+    repository="https://kubernetes.github.io/autoscaler",
+    version="9.59.0",
+)
+CLUSTER_AUTOSCALER_IMAGE = "registry.k8s.io/autoscaling/cluster-autoscaler"
+# The Neuron chart's second scheduler (a stock kube-scheduler with the Neuron extender).
+KUBE_SCHEDULER_IMAGE = "public.ecr.aws/eks-distro/kubernetes/kube-scheduler"
+# The KubeRay chart's own default tag on its main branch is `nightly`; set the release tag.
+KUBERAY_OPERATOR_IMAGE_TAG = f"v{KUBERAY_OPERATOR_CHART.version}"
+
+# EKS managed add-ons (versions as `aws eks describe-addon-versions` lists them). Both are
+# the default versions EKS reported for Kubernetes 1.35 in mid 2026 and are compatible
+# with 1.33 to 1.35 (unverified here: no AWS API is reachable at build time).
+EKS_POD_IDENTITY_AGENT_ADDON_VERSION = "v1.3.10-eksbuild.3"
+MOUNTPOINT_S3_CSI_ADDON_VERSION = "v2.7.0-eksbuild.1"

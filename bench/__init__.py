@@ -1,0 +1,1 @@
+"""Benchmarks of synth and manifest rendering; see run.py."""

@@ -1,0 +1,105 @@
+"""Layer 2: cdk8s charts that turn a validated deployment spec into Kubernetes objects.
+
+Nothing here imports aws-cdk: the CDK constructs apply these charts to a cluster
+(``cluster.add_cdk8s_chart``) and :mod:`eks_inference.charts.render` writes them to
+``k8s_manifests/``, both from the same code. Every node selector and toleration comes from a
+:class:`~eks_inference.platform.Placement`, every name another object refers to from that
+object, and every image from :mod:`eks_inference.versions` or the :class:`RenderContext`.
+"""
+
+from __future__ import annotations
+
+import cdk8s
+
+from eks_inference.charts.common import (
+    ARTIFACTS_ROLE,
+    RAY_GID,
+    RAY_UID,
+    WEIGHTS_ROLE,
+    DeploymentChart,
+    RenderContext,
+    weights_gib,
+)
+from eks_inference.charts.mountpoint import (
+    MountpointVolume,
+    MountpointVolumeChart,
+    cache_size_gib,
+)
+from eks_inference.charts.namespace import NamespaceChart
+from eks_inference.charts.rayservice import RayServiceChart
+from eks_inference.charts.vllm import VllmChart
+from eks_inference.platform import Placement
+from eks_inference.spec import ModelDeploymentSpec
+
+# Compiled artifacts appear under their key when a compile job finishes, possibly after a
+# serving pod first looked for them: a one-minute metadata TTL lets a waiting pod see them,
+# where the indefinite TTL of weights would cache "not found" for the life of the mount.
+_ARTIFACTS_METADATA_TTL = "60"
+
+
+def deployment_charts(
+    app: cdk8s.App,
+    spec: ModelDeploymentSpec,
+    placement: Placement,
+    context: RenderContext,
+) -> list[cdk8s.Chart]:
+    """Every chart of one deployment, in apply order: volumes first, then the model server.
+
+    - ``<name>-model-weights``: the Mountpoint volume of the weights prefix, unless standalone
+      vLLM streams the weights from S3 (``loader: runai_streamer``).
+    - ``<name>-neuron-artifacts``: on Inferentia2 with a compiled-artifacts prefix, the
+      Mountpoint volume of that prefix (the pods select their key below it).
+    - ``<name>-vllm`` or ``<name>-rayservice``: the model server, depending on the engine.
+
+    The server chart depends on the volume charts (``add_dependency``), so an app that
+    synthesizes them together orders them correctly; the namespace
+    (:class:`NamespaceChart`) is shared by all deployments and must be applied before any.
+    Ray pods run as uid 1000, so their volumes are mounted with that owner.
+    """
+    ray = spec.engine == "rayservice"
+    cache_gib = cache_size_gib(weights_gib(spec))
+
+    def volume_chart(role: str, prefix: str, metadata_ttl: str) -> MountpointVolumeChart:
+        return MountpointVolumeChart(
+            app,
+            spec,
+            role,
+            bucket_name=context.bucket_name,
+            region=context.region,
+            prefix=prefix,
+            cache_size_gib=cache_gib,
+            metadata_ttl=metadata_ttl,
+            uid=RAY_UID if ray else None,
+            gid=RAY_GID if ray else None,
+        )
+
+    volumes: list[MountpointVolumeChart] = []
+    weights: MountpointVolume | None = None
+    if spec.weights.loader == "mountpoint":
+        weights_chart = volume_chart(WEIGHTS_ROLE, spec.weights.prefix, "indefinite")
+        volumes.append(weights_chart)
+        weights = weights_chart.volume
+    artifacts: MountpointVolume | None = None
+    artifacts_prefix = spec.neuron_options.compiled_artifacts_prefix if spec.on_neuron else None
+    if artifacts_prefix is not None:
+        artifacts_chart = volume_chart(ARTIFACTS_ROLE, artifacts_prefix, _ARTIFACTS_METADATA_TTL)
+        volumes.append(artifacts_chart)
+        artifacts = artifacts_chart.volume
+
+    server_chart = RayServiceChart if ray else VllmChart
+    server = server_chart(app, spec, placement, context, weights=weights, artifacts=artifacts)
+    for volume in volumes:
+        server.add_dependency(volume)
+    return [*volumes, server]
+
+
+__all__ = [
+    "DeploymentChart",
+    "MountpointVolume",
+    "MountpointVolumeChart",
+    "NamespaceChart",
+    "RayServiceChart",
+    "RenderContext",
+    "VllmChart",
+    "deployment_charts",
+]

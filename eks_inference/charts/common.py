@@ -1,0 +1,191 @@
+"""What every chart of a deployment shares: the render context, names, labels, paths and budgets.
+
+Charts receive a validated :class:`~eks_inference.spec.ModelDeploymentSpec`, a
+:class:`~eks_inference.platform.Placement` and a :class:`RenderContext`. Values that come from
+outside the spec (the bucket, the region, the registry of an image the CDK app builds) arrive
+in the context as strings that may be unresolved CDK tokens, so charts only ever embed them
+in larger strings, never parse, hash or compare them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import cdk8s
+import yaml
+from constructs import Construct
+
+from eks_inference import artifacts, sizing
+from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.spec import ModelDeploymentSpec
+
+# The OpenAI-compatible port of vLLM and of Ray Serve's HTTP proxy alike, so a client's URL
+# differs between engines only in the Service name.
+OPENAI_PORT = 8000
+HEALTH_PATH = "/health"
+
+# Roles of the Mountpoint volume charts, also the names of the pod volumes that mount them.
+WEIGHTS_ROLE = "model-weights"
+ARTIFACTS_ROLE = "neuron-artifacts"
+
+# Fixed paths inside model-server containers. The weights prefix is mounted at the model
+# path, so `--model` (or the Serve app's model source) is the same for every deployment.
+MODEL_MOUNT_PATH = "/mnt/model"
+ARTIFACTS_MOUNT_PATH = "/mnt/neuron-artifacts"
+# Without a compiled-artifacts prefix (development only) the plugin compiles into a
+# writable scratch directory and keeps the result only for the life of the pod.
+SCRATCH_COMPILED_ARTIFACTS_PATH = "/tmp/neuron-compiled-artifacts"
+
+# The Ray images run as user `ray`, uid 1000 in group `users` (gid 100); the Mountpoint
+# volumes Ray pods read are mounted with the same ids, and emptyDirs are group-owned by it.
+RAY_UID = 1000
+RAY_GID = 100
+
+# Standard labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/).
+PART_OF = "eks-inference"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+
+# Model load budget: what a model server may take from container start to a healthy engine.
+# The base covers engine start, graph capture or Neuron model load and warm-up: minutes on a
+# GPU, longer on Neuron, where loading the compiled model and sharding the weights onto the
+# cores takes most of it. Reading the weights is budgeted at a pessimistic 170 MiB/s (6 s per
+# GiB) through Mountpoint or the Run:ai streamer. Compiling in the pod (development only)
+# takes about 15 minutes for 15 GB of weights: budget twice that, at least 30 minutes.
+_LOAD_BASE_SECONDS_GPU = 600
+_LOAD_BASE_SECONDS_NEURON = 1200
+_LOAD_SECONDS_PER_WEIGHT_GIB = 6
+_COMPILE_SECONDS_PER_WEIGHT_GIB = 120
+_COMPILE_MIN_SECONDS = 1800
+# Before a model can load at all, a node may have to be launched from zero (3-5 minutes) and
+# a 10-20 GiB inference image pulled onto it (5-10 minutes).
+_NODE_AND_IMAGE_SECONDS = 900
+
+
+@dataclass(frozen=True)
+class RenderContext:
+    """Values the charts need from outside a deployment spec.
+
+    ``bucket_name`` is the model bucket, ``region`` its region (written into Mountpoint mount
+    options and the Run:ai streamer's environment, so pods need no instance metadata to find
+    it) and ``neuron_ray_image`` the Ray + Neuron image the CDK app builds, with its tag. The
+    CDK constructs pass tokens here; the manifest writer passes plain strings.
+    """
+
+    bucket_name: str
+    region: str
+    neuron_ray_image: str
+
+
+class DeploymentChart(cdk8s.Chart):
+    """One chart of one deployment; ``role`` names it (``model-weights``, ``vllm``...).
+
+    The chart id is ``<deployment>-<role>`` so that charts of all deployments can live in one
+    :class:`cdk8s.App`, and every object carries the standard instance, component and part-of
+    labels. Namespaces are set per object rather than on the chart, because some charts also
+    hold cluster-scoped objects (PersistentVolumes).
+    """
+
+    def __init__(self, scope: Construct, spec: ModelDeploymentSpec, role: str) -> None:
+        super().__init__(
+            scope,
+            f"{spec.name}-{role}",
+            labels=object_labels(spec, role),
+            disable_resource_name_hashes=True,
+        )
+        self.role = role
+        self.deployment_name = spec.name
+
+
+def object_labels(spec: ModelDeploymentSpec, component: str) -> dict[str, str]:
+    """Labels of every object (and pod) belonging to ``spec``'s ``component``."""
+    return {
+        INSTANCE_LABEL: spec.name,
+        COMPONENT_LABEL: component,
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": PART_OF,
+    }
+
+
+def metadata(name: str, *, namespaced: bool = True) -> cdk8s.ApiObjectMetadata:
+    """Object metadata with an explicit, stable name (in the inference namespace if namespaced).
+
+    Names are explicit rather than generated so that clients, dashboards and runbooks can rely
+    on them (the vLLM Service is reachable as ``<deployment>.inference.svc:8000``).
+    """
+    return cdk8s.ApiObjectMetadata(name=name, namespace=INFERENCE_NAMESPACE if namespaced else None)
+
+
+def weights_gib(spec: ModelDeploymentSpec) -> float:
+    """Size of the weights in GiB at the model's dtype."""
+    return sizing.gib(sizing.weight_bytes(spec.model.architecture))
+
+
+def compiles_at_startup(spec: ModelDeploymentSpec) -> bool:
+    """True when a Neuron pod has no compiled artifacts to load and compiles itself."""
+    return spec.on_neuron and spec.neuron_options.compiled_artifacts_prefix is None
+
+
+def model_load_seconds(spec: ModelDeploymentSpec) -> int:
+    """Seconds a model server may take from container start to a healthy engine.
+
+    Sizes the startup probe of vLLM pods and, with node and image time added, the Ray
+    Service's initializing timeout. See the constants above for where each part comes from.
+    """
+    gib = weights_gib(spec)
+    base = _LOAD_BASE_SECONDS_NEURON if spec.on_neuron else _LOAD_BASE_SECONDS_GPU
+    seconds = base + gib * _LOAD_SECONDS_PER_WEIGHT_GIB
+    if compiles_at_startup(spec):
+        seconds += max(_COMPILE_MIN_SECONDS, gib * _COMPILE_SECONDS_PER_WEIGHT_GIB)
+    return math.ceil(seconds)
+
+
+def rollout_seconds(spec: ModelDeploymentSpec) -> int:
+    """Seconds a new replica may take from creation to ready, node launch and image pull included."""
+    return _NODE_AND_IMAGE_SECONDS + model_load_seconds(spec)
+
+
+def compiled_artifacts_path(spec: ModelDeploymentSpec) -> str:
+    """``NEURON_COMPILED_ARTIFACTS`` for a Neuron pod of ``spec``.
+
+    With a compiled-artifacts prefix, the artifacts volume mounts that prefix at
+    :data:`ARTIFACTS_MOUNT_PATH` and this is the mount path plus the deployment's key below
+    it (:func:`eks_inference.artifacts.artifact_prefix`). Mounting the stable root prefix and
+    selecting the key in the environment means a change of shape (a new key) rolls the pods
+    without replacing the PersistentVolume. Without a prefix, a scratch directory.
+    """
+    root = spec.neuron_options.compiled_artifacts_prefix
+    if root is None:
+        return SCRATCH_COMPILED_ARTIFACTS_PATH
+    key = artifacts.artifact_prefix(spec).removeprefix(root).rstrip("/")
+    return f"{ARTIFACTS_MOUNT_PATH}/{key}"
+
+
+def memory_share_mib(memory_mib: int, fraction: float, cap_mib: int) -> int:
+    """A share of a pod's memory in whole 256 MiB, at most ``cap_mib``."""
+    return min(int(memory_mib * fraction) // 256 * 256, cap_mib)
+
+
+class _ReadableDumper(yaml.SafeDumper):
+    """YAML for reviewers: multi-line strings as literal blocks, no anchors or aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar(
+        "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
+    )
+
+
+_ReadableDumper.add_representer(str, _represent_str)
+
+
+def dump_yaml(documents: list[Any]) -> str:
+    """Documents as one YAML stream, keys in the order given, deterministic for equal input."""
+    return yaml.dump_all(
+        documents, Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False, width=100
+    )

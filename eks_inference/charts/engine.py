@@ -1,0 +1,194 @@
+"""Engine settings rendered from a spec: vLLM flags, Ray Serve LLM configs, Neuron app args.
+
+Pure functions, no cdk8s, so that what a model server is told can be read and tested on its
+own. The same spec always yields the same flags for standalone vLLM and the same engine
+arguments for Ray Serve, so the two engines serve a model identically.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from eks_inference.artifacts import override_neuron_config
+from eks_inference.charts.common import MODEL_MOUNT_PATH, OPENAI_PORT
+from eks_inference.spec import ModelDeploymentSpec
+
+# Flags vLLM removed; rendering them would stop the server at argument parsing.
+REMOVED_VLLM_FLAGS = frozenset({"--device", "--disable-log-requests"})
+# Run:ai streamer: 16 concurrent range reads saturate an S3 prefix's bandwidth on the
+# network of a g6e node without throttling.
+RUNAI_STREAMER_CONCURRENCY = 16
+
+# The Serve deployment inside eks_inference/serve/neuron_app.py, and its module: the Serve
+# config addresses the deployment by name, and the module is imported from PYTHONPATH.
+NEURON_APP_MODULE = "neuron_app"
+NEURON_APP_BUILDER = "build_app"
+NEURON_SERVER_DEPLOYMENT = "NeuronLLMServer"
+
+# Serve autoscaling delays: add replicas after 30 s of sustained queueing, remove them after
+# 10 minutes of low load. A replica takes minutes to load a model, so scaling in quickly
+# would only pay that again at the next burst.
+UPSCALE_DELAY_S = 30
+DOWNSCALE_DELAY_S = 600
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def neuron_additional_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
+    """The ``--additional-config`` payload of the Neuron plugin: ``override_neuron_config``."""
+    return {"override_neuron_config": override_neuron_config(spec)}
+
+
+def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str]:
+    """Arguments of ``python3 -m vllm.entrypoints.openai.api_server`` for ``spec``.
+
+    The model is read from ``s3://<bucket>/<prefix>`` by the Run:ai streamer, or from the
+    Mountpoint volume at :data:`MODEL_MOUNT_PATH`; clients name it by its Hugging Face id.
+
+    On Neuron the compiled graph fixes the batch (``max_num_seqs``) and the plugin forces the
+    KV block size to ``max_model_len`` when prefix caching is off, so prefix caching is
+    disabled explicitly, ``--block-size`` is left to the plugin (vLLM's parser accepts only
+    1-256), ``--num-gpu-blocks-override`` equals ``max_num_seqs`` (one block per sequence),
+    and buckets and overrides go in ``--additional-config``. There is no
+    ``--gpu-memory-utilization`` (the plugin sizes HBM itself) and never ``--quantization``.
+    """
+    limits = spec.limits
+    streamed = spec.weights.loader == "runai_streamer"
+    model = f"s3://{bucket_name}/{spec.weights.prefix}" if streamed else MODEL_MOUNT_PATH
+    args = [
+        "--model",
+        model,
+        "--served-model-name",
+        spec.model.id,
+        "--tensor-parallel-size",
+        str(spec.tensor_parallel_size),
+        "--max-model-len",
+        str(limits.max_model_len),
+        "--max-num-seqs",
+        str(limits.max_num_seqs),
+        "--dtype",
+        spec.model.architecture.dtype,
+    ]
+    if spec.on_neuron:
+        args += [
+            "--no-enable-prefix-caching",
+            "--num-gpu-blocks-override",
+            str(limits.max_num_seqs),
+            "--additional-config",
+            _compact_json(neuron_additional_config(spec)),
+        ]
+    else:
+        args += [
+            "--block-size",
+            str(limits.block_size),
+            "--gpu-memory-utilization",
+            str(limits.gpu_memory_utilization),
+        ]
+    if streamed:
+        args += [
+            "--load-format",
+            "runai_streamer",
+            "--model-loader-extra-config",
+            _compact_json({"concurrency": RUNAI_STREAMER_CONCURRENCY}),
+        ]
+    return [*args, "--host", "0.0.0.0", "--port", str(OPENAI_PORT)]
+
+
+def max_ongoing_requests(spec: ModelDeploymentSpec) -> int:
+    """Requests Serve lets one replica hold: the engine's batch plus a quarter as a queue.
+
+    The engine runs at most ``max_num_seqs`` sequences; a short queue on top lets it refill a
+    finished slot at once. Anything beyond waits in Serve's router, where it counts towards
+    autoscaling and can still go to a new replica, instead of inside one engine. Never below
+    the autoscaling target, which a replica must be able to reach.
+    """
+    batch = spec.limits.max_num_seqs
+    return max(batch + max(1, batch // 4), spec.target_ongoing_requests)
+
+
+def serve_autoscaling_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
+    """Serve autoscaling on queue depth: ongoing requests per replica against the target."""
+    return {
+        "min_replicas": spec.scaling.min_replicas,
+        "max_replicas": spec.scaling.max_replicas,
+        "target_ongoing_requests": spec.target_ongoing_requests,
+        "upscale_delay_s": UPSCALE_DELAY_S,
+        "downscale_delay_s": DOWNSCALE_DELAY_S,
+    }
+
+
+def ray_llm_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
+    """One ``LLMConfig`` of ``ray.serve.llm:build_openai_app`` for a GPU deployment.
+
+    ``engine_kwargs`` are the vLLM settings of :func:`vllm_server_args` without ``model`` and
+    ``served_model_name``, which Ray Serve LLM forbids there: they come from
+    ``model_loading_config``. ``accelerator_type`` is the catalog's GPU model (``L40S`` on
+    g6e), which Ray detects on the node and Serve LLM places replicas by.
+    """
+    limits = spec.limits
+    return {
+        "model_loading_config": {"model_id": spec.model.id, "model_source": MODEL_MOUNT_PATH},
+        "accelerator_type": spec.instance.accelerator_model,
+        "engine_kwargs": {
+            "tensor_parallel_size": spec.tensor_parallel_size,
+            "max_model_len": limits.max_model_len,
+            "max_num_seqs": limits.max_num_seqs,
+            "block_size": limits.block_size,
+            "gpu_memory_utilization": limits.gpu_memory_utilization,
+            "dtype": spec.model.architecture.dtype,
+        },
+        "deployment_config": {
+            "autoscaling_config": serve_autoscaling_config(spec),
+            "max_ongoing_requests": max_ongoing_requests(spec),
+        },
+    }
+
+
+def neuron_app_args(spec: ModelDeploymentSpec) -> dict[str, Any]:
+    """``args`` of ``neuron_app:build_app``, exactly the keys of its contract.
+
+    ``block_size`` is ``max_model_len``: the block size the Neuron plugin uses without prefix
+    caching, passed so that the application configures the engine it will actually get.
+    """
+    limits = spec.limits
+    return {
+        "model": MODEL_MOUNT_PATH,
+        "served_model_name": spec.model.id,
+        "tensor_parallel_size": spec.tensor_parallel_size,
+        "max_model_len": limits.max_model_len,
+        "max_num_seqs": limits.max_num_seqs,
+        "block_size": limits.max_model_len,
+        "additional_config": neuron_additional_config(spec),
+    }
+
+
+def serve_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
+    """The Serve config (``serveConfigV2``) of a RayService: one OpenAI-compatible application.
+
+    GPU deployments run Ray Serve LLM's ``build_openai_app``. Inferentia2 deployments run the
+    project's Neuron application (Ray Serve LLM has no Neuron path); its one deployment
+    reserves ``neuron_cores`` = TP, the Ray resource KubeRay derives from a worker's
+    ``aws.amazon.com/neuroncore`` limit, so exactly one replica fits a worker pod.
+    """
+    application: dict[str, Any] = {"name": spec.name, "route_prefix": "/"}
+    if spec.on_neuron:
+        application["import_path"] = f"{NEURON_APP_MODULE}:{NEURON_APP_BUILDER}"
+        application["args"] = neuron_app_args(spec)
+        application["deployments"] = [
+            {
+                "name": NEURON_SERVER_DEPLOYMENT,
+                "autoscaling_config": serve_autoscaling_config(spec),
+                "max_ongoing_requests": max_ongoing_requests(spec),
+                "ray_actor_options": {
+                    "num_cpus": 1,
+                    "resources": {"neuron_cores": spec.tensor_parallel_size},
+                },
+            }
+        ]
+    else:
+        application["import_path"] = "ray.serve.llm:build_openai_app"
+        application["args"] = {"llm_configs": [ray_llm_config(spec)]}
+    return {"applications": [application]}

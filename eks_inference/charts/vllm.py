@@ -1,0 +1,304 @@
+"""Standalone vLLM: a Deployment of OpenAI-compatible servers, its Service, budget and identity.
+
+cdk8s-plus-27 builds the Deployment, Service and ServiceAccount (it wires selectors and the
+service account by object), with every default that breaks a model server overridden on
+purpose; what cdk8s-plus cannot express (node selector, tolerations, scheduler, device-plugin
+resources) is patched onto the rendered object from the placement and the spec.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cdk8s
+import cdk8s_plus_27 as kplus
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+from eks_inference import names
+from eks_inference.charts import engine
+from eks_inference.charts.common import (
+    ARTIFACTS_MOUNT_PATH,
+    ARTIFACTS_ROLE,
+    HEALTH_PATH,
+    MODEL_MOUNT_PATH,
+    OPENAI_PORT,
+    WEIGHTS_ROLE,
+    DeploymentChart,
+    RenderContext,
+    compiled_artifacts_path,
+    metadata,
+    model_load_seconds,
+    object_labels,
+    rollout_seconds,
+    memory_share_mib,
+)
+from eks_inference.charts.mountpoint import MountpointVolume
+from eks_inference.platform import Placement
+from eks_inference.sizing import pod_resources
+from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.versions import NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
+
+CONTAINER_NAME = "vllm"
+# Writable directories on a read-only root filesystem: HOME (and with it every cache vLLM,
+# Hugging Face, Triton, FlashInfer and torch keep under ~/.cache) and /tmp (torch inductor,
+# Neuron compiler work directories). Bounded so that a runaway cache is evicted rather than
+# filling the node's disk, which three pods of an inf2.48xlarge share.
+HOME_PATH = "/home/vllm"
+TMP_PATH = "/tmp"
+_HOME_GIB = 16
+_TMP_GIB = 16
+# /dev/shm: a quarter of the pod's memory, at most 16 GiB. vLLM's engine processes exchange
+# inputs through shared memory and NCCL uses it between tensor-parallel ranks; the container
+# runtime's default of 64 MiB makes both fail.
+_SHM_FRACTION = 0.25
+_SHM_CAP_MIB = 16 * 1024
+# Probes on vLLM's /health (200 when the engine is alive, 503 when it is dead). The startup
+# probe allows the whole model load budget; after that a replica leaves the Service after 30
+# seconds of failures and is restarted after 90.
+_PROBE_PERIOD_S = 10
+_PROBE_TIMEOUT_S = 5
+_READINESS_FAILURES = 3
+_LIVENESS_PERIOD_S = 30
+_LIVENESS_TIMEOUT_S = 10
+_LIVENESS_FAILURES = 3
+# On termination: keep serving for 10 s while endpoints drop the pod, then let in-flight
+# generations finish within two minutes.
+_PRE_STOP_SLEEP_S = 10
+_TERMINATION_GRACE_S = 120
+
+
+def _json_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+class VllmChart(DeploymentChart):
+    """A standalone vLLM deployment: Deployment, ClusterIP Service, PDB and ServiceAccount.
+
+    - **ServiceAccount** ``names.service_account_name(spec.name)``: the CDK side attaches the
+      deployment's Pod Identity role (S3 read on its prefix) to exactly this name.
+    - **Deployment** of ``spec.scaling.min_replicas`` pods (standalone vLLM has a fixed
+      count), each one model replica on ``tensor_parallel_size`` NeuronCores or GPUs. Rolls
+      one extra replica at a time and never below the current count (``maxSurge`` 1,
+      ``maxUnavailable`` 0), so a rollout needs room for one more replica in the node pool.
+    - **Service** ``<deployment>``: ClusterIP, OpenAI API on port 8000.
+    - **PodDisruptionBudget**: one replica at a time may be evicted, so node drains proceed
+      without taking the whole model down; unhealthy pods may always be evicted.
+
+    cdk8s-plus defaults overridden here: ``runAsNonRoot`` is off because the vLLM and Neuron
+    images run as root (the Neuron runtime opens its devices as root); the root filesystem
+    stays read-only, with bounded emptyDirs for HOME and /tmp; CPU and memory come from the
+    instance size with requests equal to limits (Guaranteed QoS, so the kubelet never evicts
+    a loaded model first); images are pulled only if not present (the tags are pinned, and
+    an inference image is tens of GiB); probes are HTTP on ``/health``, the startup probe
+    sized for the model load.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        spec: ModelDeploymentSpec,
+        placement: Placement,
+        context: RenderContext,
+        *,
+        weights: MountpointVolume | None,
+        artifacts: MountpointVolume | None,
+    ) -> None:
+        super().__init__(scope, spec, "vllm")
+        if (weights is None) != (spec.weights.loader == "runai_streamer"):
+            raise ValueError(
+                f"deployment {spec.name!r} loads weights with {spec.weights.loader}: pass a "
+                "weights volume exactly when the loader is mountpoint"
+            )
+        resources = pod_resources(spec.instance, spec.replicas_per_node)
+
+        self.service_account = kplus.ServiceAccount(
+            self,
+            "service-account",
+            metadata=metadata(names.service_account_name(spec.name)),
+            automount_token=False,
+        )
+
+        volumes = _Volumes(self)
+        home = volumes.empty_dir("home", size_gib=_HOME_GIB)
+        tmp = volumes.empty_dir("tmp", size_gib=_TMP_GIB)
+        shm = volumes.shared_memory(
+            memory_share_mib(resources.memory_mib, _SHM_FRACTION, _SHM_CAP_MIB)
+        )
+
+        env = {
+            "HOME": HOME_PATH,
+            "XDG_CACHE_HOME": f"{HOME_PATH}/.cache",
+            "HF_HOME": f"{HOME_PATH}/.cache/huggingface",
+            "VLLM_CACHE_ROOT": f"{HOME_PATH}/.cache/vllm",
+            # Weights come from the model bucket only; never reach out to the Hugging Face Hub.
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
+        if weights is None:
+            # The Run:ai streamer's S3 client; credentials come from Pod Identity.
+            env["AWS_REGION"] = context.region
+            env["AWS_DEFAULT_REGION"] = context.region
+        if spec.on_neuron:
+            env["NEURON_RT_NUM_CORES"] = str(spec.tensor_parallel_size)
+            env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)
+
+        load_seconds = model_load_seconds(spec)
+        self.deployment = kplus.Deployment(
+            self,
+            "deployment",
+            metadata=metadata(spec.name),
+            pod_metadata=cdk8s.ApiObjectMetadata(labels=object_labels(spec, "vllm")),
+            replicas=spec.scaling.min_replicas,
+            strategy=kplus.DeploymentStrategy.rolling_update(
+                max_surge=kplus.PercentOrAbsolute.absolute(1),
+                max_unavailable=kplus.PercentOrAbsolute.absolute(0),
+            ),
+            # A rollout is stuck only once a new replica has had time for a node, an image
+            # pull and a model load.
+            progress_deadline=cdk8s.Duration.seconds(rollout_seconds(spec)),
+            service_account=self.service_account,
+            automount_service_account_token=False,
+            security_context=kplus.PodSecurityContextProps(ensure_non_root=False),
+            termination_grace_period=cdk8s.Duration.seconds(_TERMINATION_GRACE_S),
+        )
+        container = self.deployment.add_container(
+            name=CONTAINER_NAME,
+            image=NEURON_VLLM_IMAGE if spec.on_neuron else VLLM_GPU_IMAGE,
+            image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
+            # The API server module accepts --model; `vllm serve` deprecates it.
+            command=["python3", "-m", "vllm.entrypoints.openai.api_server"],
+            args=engine.vllm_server_args(spec, bucket_name=context.bucket_name),
+            port_number=OPENAI_PORT,
+            env_variables={k: kplus.EnvValue.from_value(v) for k, v in env.items()},
+            resources=kplus.ContainerResources(
+                cpu=kplus.CpuResources(
+                    request=kplus.Cpu.millis(resources.cpu_millis),
+                    limit=kplus.Cpu.millis(resources.cpu_millis),
+                ),
+                memory=kplus.MemoryResources(
+                    request=cdk8s.Size.mebibytes(resources.memory_mib),
+                    limit=cdk8s.Size.mebibytes(resources.memory_mib),
+                ),
+            ),
+            security_context=kplus.ContainerSecurityContextProps(
+                ensure_non_root=False,
+                read_only_root_filesystem=True,
+                allow_privilege_escalation=False,
+                privileged=False,
+            ),
+            startup=kplus.Probe.from_http_get(
+                HEALTH_PATH,
+                port=OPENAI_PORT,
+                period_seconds=cdk8s.Duration.seconds(_PROBE_PERIOD_S),
+                timeout_seconds=cdk8s.Duration.seconds(_PROBE_TIMEOUT_S),
+                failure_threshold=math.ceil(load_seconds / _PROBE_PERIOD_S),
+            ),
+            readiness=kplus.Probe.from_http_get(
+                HEALTH_PATH,
+                port=OPENAI_PORT,
+                period_seconds=cdk8s.Duration.seconds(_PROBE_PERIOD_S),
+                timeout_seconds=cdk8s.Duration.seconds(_PROBE_TIMEOUT_S),
+                failure_threshold=_READINESS_FAILURES,
+            ),
+            liveness=kplus.Probe.from_http_get(
+                HEALTH_PATH,
+                port=OPENAI_PORT,
+                period_seconds=cdk8s.Duration.seconds(_LIVENESS_PERIOD_S),
+                timeout_seconds=cdk8s.Duration.seconds(_LIVENESS_TIMEOUT_S),
+                failure_threshold=_LIVENESS_FAILURES,
+            ),
+            lifecycle=kplus.ContainerLifecycle(
+                pre_stop=kplus.Handler.from_command(["sleep", str(_PRE_STOP_SLEEP_S)])
+            ),
+        )
+        container.mount(HOME_PATH, home)
+        container.mount(TMP_PATH, tmp)
+        container.mount("/dev/shm", shm)
+        if weights is not None:
+            container.mount(MODEL_MOUNT_PATH, volumes.claim(WEIGHTS_ROLE, weights), read_only=True)
+        if artifacts is not None:
+            container.mount(
+                ARTIFACTS_MOUNT_PATH, volumes.claim(ARTIFACTS_ROLE, artifacts), read_only=True
+            )
+
+        self._place(spec, placement)
+
+        self.service = kplus.Service(
+            self,
+            "service",
+            metadata=metadata(spec.name),
+            type=kplus.ServiceType.CLUSTER_IP,
+            selector=self.deployment,
+            ports=[kplus.ServicePort(name="http", port=OPENAI_PORT, target_port=OPENAI_PORT)],
+        )
+        self.disruption_budget = k8s.KubePodDisruptionBudget(
+            self,
+            "disruption-budget",
+            metadata=k8s.ObjectMeta(name=spec.name, namespace=names.INFERENCE_NAMESPACE),
+            spec=k8s.PodDisruptionBudgetSpec(
+                max_unavailable=k8s.IntOrString.from_number(1),
+                selector=k8s.LabelSelector(match_labels=self.deployment.match_labels),
+                unhealthy_pod_eviction_policy="AlwaysAllow",
+            ),
+        )
+
+    def _place(self, spec: ModelDeploymentSpec, placement: Placement) -> None:
+        """Patch what cdk8s-plus cannot express: pool, scheduler and device-plugin resources.
+
+        The node selector and tolerations are the pool's own (cdk8s-plus would express the
+        selector as node affinity, which the Cluster Autoscaler also understands, but an exact
+        copy of the pool's selector is what the test of every chart checks). On Neuron, a pod
+        that takes part of a node's cores goes to the Neuron scheduler extension, which
+        assigns contiguous cores, as tensor parallelism over NeuronLink needs.
+        """
+        pool = placement.workers
+        deployment = cdk8s.ApiObject.of(self.deployment)
+        pod = "/spec/template/spec"
+        deployment.add_json_patch(cdk8s.JsonPatch.add(f"{pod}/nodeSelector", pool.node_selector()))
+        if pool.taints:
+            deployment.add_json_patch(cdk8s.JsonPatch.add(f"{pod}/tolerations", pool.tolerations()))
+        resource = names.NEURONCORE_RESOURCE if spec.on_neuron else names.NVIDIA_GPU_RESOURCE
+        for side in ("requests", "limits"):
+            # The typed Deployment serializes resource amounts from Quantity objects after
+            # patching, so the patched amount must be one (a plain string renders as null).
+            deployment.add_json_patch(
+                cdk8s.JsonPatch.add(
+                    f"{pod}/containers/0/resources/{side}/{_json_pointer(resource)}",
+                    k8s.Quantity.from_string(str(spec.tensor_parallel_size)),
+                )
+            )
+        if spec.on_neuron and spec.tensor_parallel_size < spec.instance.cores:
+            deployment.add_json_patch(
+                cdk8s.JsonPatch.add(f"{pod}/schedulerName", names.NEURON_SCHEDULER_NAME)
+            )
+
+
+class _Volumes:
+    """Pod volumes of the vLLM chart, each named once and added to the pod where it is mounted."""
+
+    def __init__(self, scope: Construct) -> None:
+        self._scope = scope
+
+    def empty_dir(self, name: str, *, size_gib: int) -> kplus.Volume:
+        return kplus.Volume.from_empty_dir(
+            self._scope, f"{name}-volume", name, size_limit=cdk8s.Size.gibibytes(size_gib)
+        )
+
+    def shared_memory(self, size_mib: int) -> kplus.Volume:
+        return kplus.Volume.from_empty_dir(
+            self._scope,
+            "shm-volume",
+            "shm",
+            medium=kplus.EmptyDirMedium.MEMORY,
+            size_limit=cdk8s.Size.mebibytes(size_mib),
+        )
+
+    def claim(self, name: str, volume: MountpointVolume) -> kplus.Volume:
+        claim = kplus.PersistentVolumeClaim.from_claim_name(
+            self._scope, f"{name}-claim", volume.claim.name
+        )
+        return kplus.Volume.from_persistent_volume_claim(
+            self._scope, f"{name}-volume", claim, name=name, read_only=True
+        )

@@ -1,0 +1,45 @@
+"""The two ways a command fails, and how a failure is shown: one line, never a traceback.
+
+Bad input (an unknown model, a malformed S3 URI, an invalid platform file) exits with 2, as
+click does for usage errors; a command that ran and found a problem (a refused upload, an AWS
+error, a failed preflight) exits with 1.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+from typer import TyperException
+
+# Validation errors beyond this many are counted rather than listed, to keep the line short.
+_MAX_LISTED_ERRORS = 8
+
+
+class BadInput(TyperException):
+    """The command was given something it cannot use; exit code 2, as for usage errors."""
+
+    exit_code = 2
+
+
+class CommandFailed(TyperException):
+    """The command ran and failed; exit code 1. The message may span lines (a listing)."""
+
+    exit_code = 1
+
+
+def summarize_validation_error(error: ValidationError) -> str:
+    """pydantic's errors on one line: ``loc: message; loc: message (+N more)``."""
+    parts = []
+    for detail in error.errors(include_url=False)[:_MAX_LISTED_ERRORS]:
+        loc = ".".join(str(p) for p in detail["loc"])
+        message = detail["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {message}" if loc else message)
+    more = error.error_count() - len(parts)
+    if more > 0:
+        parts.append(f"(+{more} more)")
+    return "; ".join(parts)
+
+
+class Interrupted(CommandFailed):
+    """Stopped by Ctrl-C; exit code 130, as shells report SIGINT."""
+
+    exit_code = 130

@@ -1,0 +1,364 @@
+"""``eks-inference``: the command-line entry point, wiring options to the command modules.
+
+Commands import what they need when they run (boto3 for ``upload``/``preflight``,
+matplotlib for ``plan --plot``, the chart renderer for ``manifests``), so starting the CLI
+stays fast. Errors print as one line on stderr: exit code 2 for bad input, 1 for a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from eks_inference.cli import console, inputs
+from eks_inference.cli.errors import BadInput, CommandFailed
+
+DEFAULT_PLATFORM = Path("deployments.yaml")
+_ZONE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
+
+
+class _OneLineErrors(TyperGroup):
+    """Print every usage error and failure as one ``error: ...`` line, without a traceback.
+
+    Click's default shows the usage text and a hint around the message (several lines);
+    scripts and CI logs read better with the message alone.
+    """
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except typer.TyperException as error:
+            # Usage errors of the parser and this package's own errors alike.
+            typer.echo(f"error: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            typer.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(
+    name="eks-inference",
+    cls=_OneLineErrors,
+    help="Plan, upload and check LLM deployments on EKS (Inferentia2 and NVIDIA L40S).",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback(invoke_without_command=True)
+def _root(ctx: typer.Context) -> None:
+    """Show the help when no command is given (as a normal exit, not a usage error)."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+
+
+class UploadKind(StrEnum):
+    """What an upload directory holds."""
+
+    weights = "weights"
+    artifacts = "artifacts"
+
+
+PlatformOption = Annotated[
+    Path, typer.Option("--platform", help="Platform file (node pools, bucket, deployments).")
+]
+
+
+def _emit(text: str, output: Path | None) -> None:
+    """Print ``text``, or write it to ``output`` (creating its directory)."""
+    if output is None:
+        typer.echo(text, nl=not text.endswith("\n"))
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text if text.endswith("\n") else text + "\n")
+    typer.echo(f"wrote {output}", err=True)
+
+
+@app.command()
+def plan(
+    platform: PlatformOption = DEFAULT_PLATFORM,
+    model: Annotated[
+        str | None, typer.Option(help="Size one configuration of this catalog model.")
+    ] = None,
+    instance_type: Annotated[str | None, typer.Option(help="Accelerator instance type.")] = None,
+    tensor_parallel: Annotated[
+        int | None, typer.Option(help="Tensor-parallel degree (cores or GPUs per replica).")
+    ] = None,
+    max_model_len: Annotated[
+        int, typer.Option(help="Context length to size the KV cache for.")
+    ] = 4096,
+    max_num_seqs: Annotated[int, typer.Option(help="Concurrent sequences (batch size).")] = 32,
+    price_per_hour: Annotated[
+        float | None, typer.Option(help="Node price in USD/hour instead of the catalog's.")
+    ] = None,
+    measured_tokens_per_second: Annotated[
+        float | None,
+        typer.Option(help="Benchmarked tokens/s of one node, used for cost instead of the bound."),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    markdown: Annotated[bool, typer.Option(help="Print the platform plan as Markdown.")] = False,
+    output: Annotated[
+        Path | None, typer.Option(help="Write the Markdown or JSON to this file.")
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Write a PNG of cost per 1M tokens against throughput (needs --model)."),
+    ] = None,
+) -> None:
+    """Memory fit, decode throughput bound and cost: per deployment, or for one configuration."""
+    from eks_inference.cli import plan as planning
+    from eks_inference.cli import plan_render
+
+    for option, value in (
+        ("--tensor-parallel", tensor_parallel),
+        ("--max-model-len", max_model_len),
+        ("--max-num-seqs", max_num_seqs),
+        ("--price-per-hour", price_per_hour),
+        ("--measured-tokens-per-second", measured_tokens_per_second),
+    ):
+        inputs.require_positive(option, value)
+    if json_output and markdown:
+        raise BadInput("choose one of --json and --markdown")
+    if output is not None and not (json_output or markdown):
+        raise BadInput("--output writes Markdown or JSON; add --markdown or --json")
+
+    if model is None:
+        given = [
+            name
+            for name, value in (
+                ("--instance-type", instance_type),
+                ("--tensor-parallel", tensor_parallel),
+                ("--price-per-hour", price_per_hour),
+                ("--measured-tokens-per-second", measured_tokens_per_second),
+                ("--plot", plot),
+            )
+            if value is not None
+        ]
+        if given:
+            raise BadInput(f"{', '.join(given)} need --model")
+        platform_plan = planning.plan_platform(inputs.load_platform(platform))
+        if json_output:
+            _emit(json.dumps(platform_plan.as_json(), indent=2), output)
+        elif markdown:
+            _emit(plan_render.platform_markdown(platform_plan, platform.name), output)
+        else:
+            out = console.stdout()
+            for table in plan_render.platform_tables(platform_plan):
+                out.print(table)
+            out.print(plan_render.BOUND_NOTE, soft_wrap=True)
+        return
+
+    if markdown:
+        raise BadInput("--markdown plans the platform file; drop --model")
+    model_name, entry = inputs.resolve_model(model)
+    arch = entry.architecture
+    selected = None
+    if instance_type is not None or tensor_parallel is not None:
+        if instance_type is None or tensor_parallel is None:
+            raise BadInput("give both --instance-type and --tensor-parallel")
+        instance = inputs.resolve_accelerator_instance(instance_type)
+        problem = planning.tensor_parallel_problem(arch, instance, tensor_parallel)
+        if problem:
+            usable = planning.usable_tensor_parallel(arch, instance)
+            raise BadInput(f"{problem}; usable for {model_name}: {list(usable) or 'none'}")
+        selected = planning.plan_configuration(
+            model_name,
+            arch,
+            instance,
+            tensor_parallel,
+            max_model_len,
+            max_num_seqs,
+            price_per_hour=price_per_hour,
+            measured_tokens_per_second=measured_tokens_per_second,
+        )
+    elif price_per_hour is not None or measured_tokens_per_second is not None:
+        raise BadInput("--price-per-hour and --measured-tokens-per-second need --instance-type")
+    elif plot is None:
+        raise BadInput("give --instance-type and --tensor-parallel, or --plot FILE.png")
+
+    if plot is not None:
+        _plot(model_name, arch, max_model_len, max_num_seqs, selected, plot, json_output, output)
+    if selected is not None:
+        if json_output:
+            _emit(json.dumps(selected.as_json(), indent=2), output)
+        else:
+            console.stdout().print(plan_render.configuration_table(selected))
+
+
+def _plot(
+    model_name: str,
+    arch: Any,
+    max_model_len: int,
+    max_num_seqs: int,
+    selected: Any,
+    path: Path,
+    json_output: bool,
+    output: Path | None,
+) -> None:
+    from eks_inference.cli import plan as planning
+    from eks_inference.cli import plot
+
+    points = planning.candidates(model_name, arch, max_model_len, max_num_seqs)
+    if not points and selected is None:
+        raise CommandFailed(
+            f"{model_name} fits on no catalog instance at max_model_len {max_model_len} and "
+            f"max_num_seqs {max_num_seqs}; lower them"
+        )
+    figure = plot.cost_throughput_figure(
+        points,
+        title=f"{model_name}: cost vs decode throughput "
+        f"(max_model_len {max_model_len}, max_num_seqs {max_num_seqs})",
+        selected=selected,
+    )
+    plot.save_png(figure, path)
+    typer.echo(f"wrote {path} ({len(points)} candidates)", err=True)
+    if selected is None:
+        if json_output:
+            _emit(json.dumps([p.as_json() for p in points], indent=2), output)
+        else:
+            out = console.stdout()
+            for point in points:
+                out.print(
+                    f"{point.label:24} {point.tokens_per_second:>10,.0f} tok/s "
+                    f"${point.price_per_hour:>8,.2f}/h  ${point.cost_per_million_tokens:,.2f}/1M"
+                )
+
+
+@app.command()
+def upload(
+    local_dir: Annotated[Path, typer.Argument(help="Directory of weights or compiled artifacts.")],
+    uri: Annotated[str, typer.Argument(help="Destination s3://BUCKET/PREFIX/ (trailing '/').")],
+    kind: Annotated[
+        UploadKind, typer.Option(help="weights (a Hugging Face model dir) or artifacts.")
+    ] = UploadKind.weights,
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace objects that differ from the local files.")
+    ] = False,
+    delete: Annotated[
+        bool, typer.Option(help="Delete objects under the prefix that have no local file.")
+    ] = False,
+    part_size: Annotated[
+        int, typer.Option(help="Multipart part size in MiB; larger files go multipart.")
+    ] = 64,
+    concurrency: Annotated[int, typer.Option(help="Parallel transfers and hashes.")] = 16,
+    profile: Annotated[str | None, typer.Option(help="AWS profile to use.")] = None,
+) -> None:
+    """Upload a directory to S3: resumable, checksummed, never overwriting unless asked."""
+    from eks_inference.cli import aws
+    from eks_inference.cli import upload as uploading
+    from eks_inference.cli.progress import byte_progress
+    from eks_inference.cli.s3uri import parse_prefix_uri
+
+    target = parse_prefix_uri(uri)
+    inputs.require_positive("--concurrency", concurrency)
+    if part_size < uploading.MIN_PART_SIZE_MIB:
+        raise BadInput(
+            f"--part-size must be at least {uploading.MIN_PART_SIZE_MIB} MiB (S3's minimum)"
+        )
+    files = uploading.scan_directory(local_dir, kind.value)
+    settings = uploading.UploadSettings(
+        kind=kind.value,
+        overwrite=overwrite,
+        delete=delete,
+        part_size_mib=part_size,
+        concurrency=concurrency,
+    )
+    client = aws.connect(profile).client("s3")
+    with byte_progress(console.stderr()) as progress:
+        total = sum(path.stat().st_size for _, path in files)
+        local = uploading.hash_files(files, concurrency, progress.task("hashing", total))
+        report = uploading.upload_directory(
+            client, local, target, settings, lambda size: progress.task("uploading", size)
+        )
+    manifest = "written" if report.manifest_written else "unchanged"
+    typer.echo(
+        f"uploaded {len(report.uploaded)} files ({report.bytes_uploaded / 1024**2:,.1f} MiB), "
+        f"skipped {len(report.skipped)} unchanged, deleted {len(report.deleted)}; "
+        f"manifest {manifest}: {target.uri('_manifest.json')}"
+    )
+
+
+@app.command()
+def preflight(
+    platform: PlatformOption = DEFAULT_PLATFORM,
+    deployment: Annotated[
+        str | None, typer.Option(help="Check this deployment only (account checks still run).")
+    ] = None,
+    availability_zones: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated zones of the cluster; default: all of the region's."),
+    ] = None,
+    profile: Annotated[str | None, typer.Option(help="AWS profile to use.")] = None,
+) -> None:
+    """Check the account is ready: bucket, weights, compiled artifacts, instances, quotas."""
+    from eks_inference.cli import aws
+    from eks_inference.cli import preflight as checks
+    from eks_inference.cli.preflight_render import preflight_table
+
+    spec = inputs.load_platform(platform)
+    selected = None
+    if deployment is not None:
+        try:
+            selected = [spec.deployment(deployment)]
+        except KeyError:
+            known = ", ".join(d.name for d in spec.deployments)
+            raise BadInput(f"no deployment {deployment!r} in {platform}; known: {known}") from None
+    zones = None
+    if availability_zones is not None:
+        zones = [z.strip() for z in availability_zones.split(",") if z.strip()]
+        wrong = [z for z in zones if not _ZONE.match(z) or not z.startswith(spec.region)]
+        if wrong or not zones:
+            raise BadInput(
+                f"--availability-zones must be zones of {spec.region} (e.g. {spec.region}a), "
+                f"got {', '.join(wrong) or 'none'}"
+            )
+    session = aws.connect(profile)
+    clients = checks.PreflightClients(
+        s3=session.client("s3", spec.region),
+        ec2=session.client("ec2", spec.region),
+        service_quotas=session.client("service-quotas", spec.region),
+    )
+    results = checks.run_preflight(spec, clients, deployments=selected, zones=zones)
+    console.stdout().print(preflight_table(results))
+    failed = [r for r in results if r.failed]
+    if failed:
+        raise CommandFailed(f"{len(failed)} of {len(results)} preflight checks failed")
+
+
+@app.command()
+def manifests(
+    out: Annotated[Path, typer.Option(help="Directory to write the Kubernetes manifests to.")],
+    platform: PlatformOption = DEFAULT_PLATFORM,
+) -> None:
+    """Write every deployment's Kubernetes manifests (no AWS access needed)."""
+    from eks_inference.cli.manifests import write
+
+    spec = inputs.load_platform(platform)
+    written = write(spec, out)
+    typer.echo(
+        f"wrote {written} manifest files to {out}" if written is not None else f"wrote {out}"
+    )
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

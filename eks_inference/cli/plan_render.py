@@ -1,0 +1,191 @@
+"""Render plans as rich tables (terminal) and Markdown (``k8s_manifests/PLAN.md``).
+
+The Markdown is a pure function of the platform file, with no timestamps, so the committed
+``PLAN.md`` changes exactly when the plan does.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from eks_inference.cli.plan import ConfigurationPlan, DeploymentPlan, PlatformPlan
+
+BOUND_NOTE = (
+    "Decode throughput is a memory-bandwidth bound for one node with all its replicas, every "
+    "sequence at max_model_len: a ceiling, not a benchmark. $ per 1M tokens = node $/hour / "
+    "(tokens/s x 3600) x 1e6, at on-demand catalog prices (us-east-1)."
+)
+
+
+def money(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def rate(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def memory(plan: ConfigurationPlan) -> str:
+    """Weights plus worst-case KV cache against the TP group's memory."""
+    return (
+        f"{plan.required_gib:.1f} / {plan.accelerator_memory_gib:.0f} GiB "
+        f"({plan.memory_utilization:.0%})"
+    )
+
+
+def _fit(plan: ConfigurationPlan) -> str:
+    return "yes" if plan.fits else "NO"
+
+
+def _deployment_cells(d: DeploymentPlan) -> list[str]:
+    c = d.configuration
+    return [
+        d.name,
+        c.instance_type,
+        str(c.tensor_parallel_size),
+        str(c.replicas_per_node),
+        f"{d.nodes_min}-{d.nodes_max}",
+        memory(c),
+        _fit(c),
+        rate(c.decode_tokens_per_second_bound),
+        money(d.price_per_hour_min),
+        money(d.price_per_hour_max),
+        money(c.cost_per_million_tokens),
+    ]
+
+
+_DEPLOYMENT_HEADERS = (
+    "deployment",
+    "instance",
+    "TP",
+    "replicas/node",
+    "nodes",
+    "memory (weights+KV / TP group)",
+    "fits",
+    "decode bound tok/s",
+    "$/h min",
+    "$/h max",
+    "$/1M tok",
+)
+_POOL_HEADERS = ("pool", "instance", "capacity", "nodes", "$/h node", "$/h min", "$/h max")
+_NUMERIC = {
+    "TP",
+    "replicas/node",
+    "nodes",
+    "decode bound tok/s",
+    "$/h min",
+    "$/h max",
+    "$/1M tok",
+    "$/h node",
+}
+
+
+def _table(title: str, headers: tuple[str, ...]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for header in headers:
+        table.add_column(header, justify="right" if header in _NUMERIC else "left", no_wrap=True)
+    return table
+
+
+def platform_tables(plan: PlatformPlan) -> list[Table]:
+    """A deployments table and a node-pools table with the cluster's hourly range."""
+    deployments = _table("Deployments", _DEPLOYMENT_HEADERS)
+    for d in plan.deployments:
+        deployments.add_row(*_deployment_cells(d), style=None if d.configuration.fits else "red")
+    pools = _table("Node pools", _POOL_HEADERS)
+    for p in plan.pools:
+        pools.add_row(
+            p.name,
+            p.instance_type,
+            p.capacity_type,
+            f"{p.min_size}-{p.max_size}",
+            money(p.price_per_hour),
+            money(p.price_per_hour_min),
+            money(p.price_per_hour_max),
+        )
+    pools.add_section()
+    pools.add_row(
+        "cluster", "", "", "", "", money(plan.price_per_hour_min), money(plan.price_per_hour_max)
+    )
+    return [deployments, pools]
+
+
+def configuration_table(plan: ConfigurationPlan) -> Table:
+    """One configuration as a two-column table."""
+    table = Table(title=f"{plan.model} on {plan.label}", title_justify="left", show_header=False)
+    table.add_column("", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    source = "measured" if plan.throughput_source == "measured" else "decode bound"
+    rows = [
+        ("fits", _fit(plan)),
+        ("weights", f"{plan.weights_gib:.1f} GiB"),
+        (
+            "KV cache",
+            f"{plan.kv_cache_gib:.1f} GiB ({plan.max_num_seqs} seqs x {plan.max_model_len} tokens)",
+        ),
+        ("memory", memory(plan)),
+        ("usable memory", f"{plan.usable_memory_gib:.1f} GiB"),
+        ("replicas per node", str(plan.replicas_per_node)),
+        ("decode bound (node)", f"{rate(plan.decode_tokens_per_second_bound)} tok/s"),
+        ("price per node", f"{money(plan.price_per_hour)}/h ({plan.price_source})"),
+        ("throughput used", f"{rate(plan.tokens_per_second)} tok/s ({source})"),
+        ("$ per 1M tokens", money(plan.cost_per_million_tokens)),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def _markdown_table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    align = ["---:" if h in _NUMERIC else "---" for h in headers]
+    return [
+        "| " + " | ".join(headers) + " |",
+        "| " + " | ".join(align) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def platform_markdown(plan: PlatformPlan, source: str) -> str:
+    """The platform plan as Markdown; ``source`` names the platform file it was made from."""
+    lines = [
+        "# Capacity and cost plan",
+        "",
+        f"Generated by `eks-inference plan --markdown` from `{source}`; do not edit.",
+        "",
+        "## Deployments",
+        "",
+        *_markdown_table(_DEPLOYMENT_HEADERS, [_deployment_cells(d) for d in plan.deployments]),
+        "",
+        "## Node pools",
+        "",
+        *_markdown_table(
+            _POOL_HEADERS,
+            [
+                [
+                    p.name,
+                    p.instance_type,
+                    p.capacity_type,
+                    f"{p.min_size}-{p.max_size}",
+                    money(p.price_per_hour),
+                    money(p.price_per_hour_min),
+                    money(p.price_per_hour_max),
+                ]
+                for p in plan.pools
+            ]
+            + [
+                [
+                    "**cluster**",
+                    "",
+                    "",
+                    "",
+                    "",
+                    money(plan.price_per_hour_min),
+                    money(plan.price_per_hour_max),
+                ]
+            ],
+        ),
+        "",
+        BOUND_NOTE,
+        "",
+    ]
+    return "\n".join(lines)

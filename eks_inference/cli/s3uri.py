@@ -1,0 +1,55 @@
+"""``s3://bucket/prefix/`` URIs, parsed strictly: a typo must not upload to the wrong place."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from eks_inference.cli.errors import BadInput
+
+# S3 bucket naming rules: 3-63 characters, lowercase letters, digits, '.' and '-', starting
+# and ending with a letter or digit.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+@dataclass(frozen=True)
+class S3Prefix:
+    """A key prefix (ending in ``/``) in a bucket."""
+
+    bucket: str
+    prefix: str
+
+    def key(self, relative: str) -> str:
+        return self.prefix + relative
+
+    def relative(self, key: str) -> str:
+        return key.removeprefix(self.prefix)
+
+    def uri(self, relative: str = "") -> str:
+        return f"s3://{self.bucket}/{self.prefix}{relative}"
+
+    def __str__(self) -> str:
+        return self.uri()
+
+
+def parse_prefix_uri(uri: str) -> S3Prefix:
+    """Parse ``s3://BUCKET/PREFIX/``; the prefix must be non-empty and end with ``/``.
+
+    The trailing slash is required because S3 prefixes are plain string prefixes:
+    ``models/llama`` would also match ``models/llama-70b/``.
+    """
+    if not uri.startswith("s3://"):
+        raise BadInput(f"{uri!r} is not an S3 URI; expected s3://BUCKET/PREFIX/")
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    if not _BUCKET.match(bucket) or ".." in bucket:
+        raise BadInput(
+            f"{uri!r}: {bucket!r} is not a valid bucket name "
+            "(3-63 lowercase letters, digits, '.' or '-')"
+        )
+    if not prefix:
+        raise BadInput(f"{uri!r} has no key prefix; give one, e.g. s3://{bucket}/models/NAME/")
+    if not prefix.endswith("/"):
+        raise BadInput(f"{uri!r}: the prefix must end with '/', e.g. s3://{bucket}/{prefix}/")
+    if prefix.startswith("/") or "//" in prefix:
+        raise BadInput(f"{uri!r}: the prefix has an empty path segment ('//')")
+    return S3Prefix(bucket=bucket, prefix=prefix)

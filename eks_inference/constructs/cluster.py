@@ -1,0 +1,430 @@
+"""``InferenceCluster``: an EKS cluster with one managed node group per node pool.
+
+The cluster is a native ``AWS::EKS::Cluster`` (``aws_eks_v2``) with a kubectl provider, so
+Helm charts, manifests and cdk8s charts can be applied to it from CDK. Nothing is looked up
+while it is built: availability zones are either given or left to CloudFormation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from aws_cdk import CfnOutput, Fn, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from eks_inference import names, versions
+from eks_inference.catalog import Accelerator
+from eks_inference.constructs._nag import (
+    acknowledge,
+    acknowledge_managed_policies,
+    managed_policy_finding,
+    wildcard_resource_finding,
+)
+from eks_inference.constructs.nodegroups import PoolNodegroup
+from eks_inference.node_pools import NodePool
+
+if TYPE_CHECKING:
+    from eks_inference.constructs.addons import InferenceAddons
+    from eks_inference.constructs.model_bucket import ModelBucket
+
+_NODE_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+)
+_PRIVATE_SUBNET_CIDR_MASK = 18
+_PUBLIC_SUBNET_CIDR_MASK = 24
+_VPC_CIDR = "10.0.0.0/16"
+
+
+@dataclass(frozen=True)
+class PodIdentity:
+    """An IAM role and the Pod Identity association that gives it to one service account."""
+
+    role: iam.Role
+    association: eks.CfnPodIdentityAssociation
+
+
+def kubectl_layer(scope: Construct, construct_id: str, kubernetes_version: str) -> lambda_.ILayerVersion:
+    """The kubectl/helm Lambda layer that matches ``kubernetes_version``.
+
+    Each Kubernetes minor version has its own layer package; it is imported only when needed
+    because loading one costs a second of jsii start-up and tens of MB of memory.
+    """
+    release = kubernetes_release(kubernetes_version)
+    try:
+        module = import_module(release.kubectl_layer_module)
+    except ModuleNotFoundError:
+        package = release.kubectl_layer_module.replace("aws_cdk.", "aws-cdk.").replace("_", "-")
+        raise ValueError(
+            f"Kubernetes {kubernetes_version} needs the kubectl layer package {package}; "
+            f"install it (pip install {package})"
+        ) from None
+    layer: lambda_.ILayerVersion = getattr(module, release.kubectl_layer_class)(
+        scope, construct_id
+    )
+    return layer
+
+
+def kubernetes_release(kubernetes_version: str) -> versions.KubernetesRelease:
+    """The pinned components for a Kubernetes minor version, or a clear error."""
+    release = versions.KUBERNETES_RELEASES.get(kubernetes_version)
+    if release is None:
+        supported = ", ".join(sorted(versions.KUBERNETES_RELEASES))
+        raise ValueError(
+            f"Kubernetes version {kubernetes_version!r} is not supported; use one of "
+            f"{supported} (each needs a matching kubectl layer, Cluster Autoscaler and "
+            "kube-scheduler, pinned in eks_inference.versions)"
+        )
+    return release
+
+
+class InferenceCluster(Construct):
+    """An EKS cluster for model serving, with one managed node group per :class:`NodePool`.
+
+    Creates:
+
+    * a VPC across ``max_azs`` availability zones (or uses ``vpc``), nodes in private subnets,
+      one NAT gateway per zone (image pulls of tens of GB stay in their zone) and an S3
+      gateway endpoint, so model weights are read from S3 without NAT charges;
+    * a native EKS cluster at ``kubernetes_version`` (default 1.35) with all control-plane log
+      types enabled, Kubernetes secrets envelope-encrypted by a customer-managed KMS key with
+      rotation on, and access only through access entries (no aws-auth ConfigMap);
+    * a kubectl provider with the kubectl layer of that version, so Helm charts and manifests
+      can be applied (``self.cluster.add_helm_chart`` / ``add_manifest`` / ``add_cdk8s_chart``);
+    * the EKS Pod Identity Agent add-on: pods get AWS credentials through Pod Identity
+      (:meth:`add_pod_identity`), which needs no OIDC provider and no role annotation;
+    * one managed node group per pool (:class:`PoolNodegroup`) sharing one node role;
+    * the ``inference`` namespace, applied as a manifest (:attr:`inference_namespace`);
+    * outputs with the cluster name and the ``aws eks update-kubeconfig`` command.
+
+    The API endpoint is public and private by default so that an operator can run kubectl
+    from outside the VPC; pass ``public_access_cidrs`` to restrict the public endpoint to
+    known networks, or ``private_endpoint_only=True`` to close it (the kubectl provider runs
+    inside the VPC either way). ``admin_role_arn`` gets ``AmazonEKSClusterAdminPolicy``; the
+    role that deploys the stack gets no implicit cluster access.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        node_pools: Sequence[NodePool],
+        kubernetes_version: str = versions.KUBERNETES_VERSION,
+        vpc: ec2.IVpc | None = None,
+        max_azs: int = 3,
+        availability_zones: Sequence[str] | None = None,
+        public_access_cidrs: Sequence[str] | None = None,
+        private_endpoint_only: bool = False,
+        admin_role_arn: str | None = None,
+    ) -> None:
+        """Build the cluster.
+
+        :param cluster_name: EKS cluster name; also part of the Cluster Autoscaler's
+            discovery tags, which is why it must be known at synth time.
+        :param node_pools: one managed node group is created per pool; the first CPU pool
+            runs the system add-ons.
+        :param kubernetes_version: Kubernetes minor version; one of
+            ``eks_inference.versions.KUBERNETES_RELEASES``.
+        :param vpc: an existing VPC whose private subnets (with egress) take the nodes;
+            default: a new VPC.
+        :param max_azs: zones of a new VPC when ``availability_zones`` is not given; they are
+            chosen by CloudFormation (``Fn::GetAZs``) so that synth needs no lookup.
+        :param availability_zones: explicit zones of a new VPC; use zones that offer your
+            accelerator instance types (EC2 DescribeInstanceTypeOfferings).
+        :param public_access_cidrs: CIDRs allowed to reach the public endpoint; default: any.
+        :param private_endpoint_only: close the public endpoint entirely.
+        :param admin_role_arn: IAM role given cluster-admin through an access entry.
+        """
+        super().__init__(scope, construct_id)
+        if not node_pools:
+            raise ValueError("InferenceCluster needs at least one node pool")
+        if private_endpoint_only and public_access_cidrs:
+            raise ValueError("public_access_cidrs has no effect with private_endpoint_only=True")
+        if vpc is not None and availability_zones:
+            raise ValueError("availability_zones applies to a new VPC only; omit it with vpc")
+        self.cluster_name = cluster_name
+        self.kubernetes_version = kubernetes_version
+        self.release = kubernetes_release(kubernetes_version)
+        self.node_pools: tuple[NodePool, ...] = tuple(node_pools)
+        self._addons: InferenceAddons | None = None
+
+        self.vpc = vpc or self._new_vpc(max_azs, availability_zones)
+        self.secrets_key = kms.Key(
+            self,
+            "SecretsKey",
+            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {cluster_name}",
+            enable_key_rotation=True,
+        )
+        private_subnets = ec2.SubnetSelection(subnets=self.vpc.private_subnets)
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=cluster_name,
+            version=eks.KubernetesVersion.of(kubernetes_version),
+            vpc=self.vpc,
+            vpc_subnets=[private_subnets],
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            endpoint_access=self._endpoint_access(public_access_cidrs, private_endpoint_only),
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, "KubectlLayer", kubernetes_version),
+            ),
+            cluster_logging=[
+                eks.ClusterLoggingTypes.API,
+                eks.ClusterLoggingTypes.AUDIT,
+                eks.ClusterLoggingTypes.AUTHENTICATOR,
+                eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+                eks.ClusterLoggingTypes.SCHEDULER,
+            ],
+            secrets_encryption_key=self.secrets_key,
+            bootstrap_cluster_creator_admin_permissions=False,
+            output_config_command=False,
+        )
+        if admin_role_arn:
+            self.cluster.grant_access(
+                "AdminAccess",
+                admin_role_arn,
+                [
+                    eks.AccessPolicy.from_access_policy_name(
+                        "AmazonEKSClusterAdminPolicy",
+                        access_scope_type=eks.AccessScopeType.CLUSTER,
+                    )
+                ],
+            )
+        self.pod_identity_agent = eks.Addon(
+            self,
+            "PodIdentityAgent",
+            cluster=self.cluster,
+            addon_name="eks-pod-identity-agent",
+            addon_version=versions.EKS_POD_IDENTITY_AGENT_ADDON_VERSION,
+            preserve_on_delete=False,
+        )
+
+        self.node_role = iam.Role(
+            self,
+            "NodeRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"Nodes of the managed node groups of EKS cluster {cluster_name}",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in _NODE_POLICIES],
+        )
+        self._nodegroups: dict[str, PoolNodegroup] = {}
+        for pool in self.node_pools:
+            if pool.name in self._nodegroups:
+                raise ValueError(f"node pool name {pool.name!r} is used twice")
+            self._nodegroups[pool.name] = PoolNodegroup(
+                self,
+                f"Pool-{pool.name}",
+                cluster=self.cluster,
+                cluster_name=cluster_name,
+                pool=pool,
+                node_role=self.node_role,
+                subnets=private_subnets,
+            )
+
+        self.inference_namespace = self.cluster.add_manifest(
+            "InferenceNamespace",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": names.INFERENCE_NAMESPACE,
+                    # Model servers need no privileges: the baseline profile rejects
+                    # privileged pods and host access; `restricted` is reported only, since
+                    # the serving images run as root.
+                    "labels": {
+                        "pod-security.kubernetes.io/enforce": "baseline",
+                        "pod-security.kubernetes.io/warn": "restricted",
+                    },
+                },
+            },
+        )
+
+        stack = Stack.of(self)
+        CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
+        CfnOutput(
+            self,
+            "UpdateKubeconfigCommand",
+            value=Fn.join(
+                " ",
+                [
+                    "aws eks update-kubeconfig --name",
+                    self.cluster.cluster_name,
+                    "--region",
+                    stack.region,
+                ],
+            ),
+        )
+        self._acknowledge_findings(public=not private_endpoint_only)
+
+    @property
+    def system_pool(self) -> NodePool:
+        """The first CPU pool: system add-ons (autoscaler, operators) run there."""
+        for pool in self.node_pools:
+            if pool.accelerator is Accelerator.NONE:
+                return pool
+        raise ValueError("add a CPU node pool: system add-ons must not run on accelerator nodes")
+
+    def node_pool(self, name: str) -> NodePool:
+        """The :class:`NodePool` called ``name``."""
+        return self._pool_nodegroup(name).pool
+
+    def nodegroup(self, name: str) -> eks.Nodegroup:
+        """The managed node group of the pool called ``name``."""
+        return self._pool_nodegroup(name).nodegroup
+
+    @property
+    def addons(self) -> InferenceAddons:
+        """The add-ons installed by :meth:`add_addons`."""
+        if self._addons is None:
+            raise RuntimeError("the cluster has no add-ons yet; call add_addons(model_bucket=...)")
+        return self._addons
+
+    def add_addons(self, *, model_bucket: ModelBucket) -> InferenceAddons:
+        """Install device plugins, KubeRay, Mountpoint for S3 and the Cluster Autoscaler.
+
+        The Mountpoint driver gets read access to ``model_bucket`` (by prefix, through
+        ``addons.mountpoint_role``). Call once.
+        """
+        from eks_inference.constructs.addons import InferenceAddons
+
+        if self._addons is not None:
+            raise RuntimeError("add_addons was already called on this cluster")
+        self._addons = InferenceAddons(self, "Addons", cluster=self, model_bucket=model_bucket)
+        return self._addons
+
+    def add_pod_identity(
+        self, construct_id: str, *, namespace: str, service_account: str, description: str
+    ) -> PodIdentity:
+        """A role for pods of ``service_account`` in ``namespace``, given through Pod Identity.
+
+        The role trusts ``pods.eks.amazonaws.com`` (``sts:AssumeRole`` and
+        ``sts:TagSession``, which Pod Identity needs to attach the session tags that name
+        the cluster, namespace and service account). Grant it what the pods need. The
+        association depends on the Pod Identity Agent add-on.
+        """
+        role = iam.Role(
+            self,
+            f"{construct_id}Role",
+            assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+            description=description,
+        )
+        association = eks.CfnPodIdentityAssociation(
+            self,
+            f"{construct_id}Association",
+            cluster_name=self.cluster.cluster_name,
+            namespace=namespace,
+            service_account=service_account,
+            role_arn=role.role_arn,
+        )
+        association.node.add_dependency(self.pod_identity_agent)
+        return PodIdentity(role=role, association=association)
+
+    def _pool_nodegroup(self, name: str) -> PoolNodegroup:
+        try:
+            return self._nodegroups[name]
+        except KeyError:
+            raise KeyError(
+                f"no node pool {name!r}; pools: {', '.join(self._nodegroups)}"
+            ) from None
+
+    def _new_vpc(self, max_azs: int, availability_zones: Sequence[str] | None) -> ec2.Vpc:
+        zones = (
+            list(availability_zones)
+            if availability_zones
+            else [Fn.select(i, Fn.get_azs()) for i in range(max_azs)]
+        )
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(_VPC_CIDR),
+            availability_zones=zones,
+            nat_gateways=len(zones),
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="Public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=_PUBLIC_SUBNET_CIDR_MASK,
+                ),
+                # Large private subnets: the VPC CNI gives every pod a VPC address.
+                ec2.SubnetConfiguration(
+                    name="Nodes",
+                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                    cidr_mask=_PRIVATE_SUBNET_CIDR_MASK,
+                ),
+            ],
+            gateway_endpoints={
+                "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)
+            },
+        )
+        vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(
+                logs.LogGroup(self, "FlowLogs", retention=logs.RetentionDays.THREE_MONTHS)
+            ),
+        )
+        return vpc
+
+    @staticmethod
+    def _endpoint_access(
+        public_access_cidrs: Sequence[str] | None, private_endpoint_only: bool
+    ) -> eks.EndpointAccess:
+        if private_endpoint_only:
+            return eks.EndpointAccess.PRIVATE
+        if public_access_cidrs:
+            return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_access_cidrs)
+        return eks.EndpointAccess.PUBLIC_AND_PRIVATE
+
+    def _acknowledge_findings(self, *, public: bool) -> None:
+        for policy in _NODE_POLICIES:
+            acknowledge(
+                self.node_role,
+                managed_policy_finding(policy),
+                "The AWS managed policies EKS requires for managed node groups; AWS keeps "
+                "them current with what nodes and the VPC CNI need.",
+            )
+        acknowledge(
+            self.cluster.role,
+            managed_policy_finding("AmazonEKSClusterPolicy"),
+            "The AWS managed policy EKS requires for the cluster's service role.",
+        )
+        kubectl_provider = self.cluster.node.find_child("KubectlProvider")
+        acknowledge_managed_policies(
+            kubectl_provider,
+            "Policies CDK attaches to its kubectl handler and provider framework: logging, VPC "
+            "network interfaces (the handler runs in the cluster's private subnets) and image "
+            "pulls of the kubectl layer tooling.",
+        )
+        handler = kubectl_provider.node.find_child("Handler")
+        if not isinstance(handler, lambda_.Function):
+            raise TypeError(f"unexpected kubectl handler construct: {handler!r}")
+        acknowledge(
+            kubectl_provider,
+            wildcard_resource_finding(kubectl_provider, f"{handler.function_arn}:*"),
+            "The provider framework may invoke any version of the kubectl handler, and only it.",
+        )
+        acknowledge(
+            handler,
+            "AwsSolutions-L1",
+            "The kubectl handler's Python runtime is chosen by aws-cdk-lib to match the "
+            "kubectl layer; it moves with aws-cdk-lib upgrades.",
+        )
+        if public:
+            acknowledge(
+                self.cluster,
+                "AwsSolutions-EKS1",
+                "The public endpoint lets operators run kubectl without a VPN; it is "
+                "authenticated by IAM and can be limited with public_access_cidrs or closed "
+                "with private_endpoint_only.",
+            )

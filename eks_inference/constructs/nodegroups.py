@@ -1,0 +1,230 @@
+"""Managed node groups built from :class:`~eks_inference.node_pools.NodePool` objects.
+
+Everything a node group needs (AMI type, instance types, sizes, labels, taints, root volume
+and the Cluster Autoscaler's scale-from-zero hints) is read from the pool, so the nodes, the
+autoscaler and the pods' selectors and tolerations cannot disagree.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from eks_inference.constructs._nag import (
+    acknowledge,
+    acknowledge_managed_policies,
+    wildcard_resource_finding,
+)
+from eks_inference.node_pools import NodePool
+
+CLUSTER_AUTOSCALER_TAG_PREFIX = "k8s.io/cluster-autoscaler"
+NODE_TEMPLATE_TAG_PREFIX = f"{CLUSTER_AUTOSCALER_TAG_PREFIX}/node-template"
+# The device name of the root volume of every EKS-optimised AL2023 AMI.
+_ROOT_DEVICE = "/dev/xvda"
+# Containers on a node reach instance metadata through one extra network hop; with the
+# default limit of 1 their IMDSv2 token responses are dropped, and the AWS SDKs in pods that
+# fall back to instance metadata (or look up the region) hang.
+_IMDS_HOP_LIMIT = 2
+_ASG_NAME_PATH = "nodegroup.resources.autoScalingGroups.0.name"
+# The stack-wide singleton Lambda behind every AwsCustomResource.
+_CUSTOM_RESOURCE_PROVIDER_ID = "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", "")
+
+_AMI_TYPES: dict[str, eks.NodegroupAmiType] = {
+    "AL2023_x86_64_STANDARD": eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+    "AL2023_x86_64_NEURON": eks.NodegroupAmiType.AL2023_X86_64_NEURON,
+    "AL2023_x86_64_NVIDIA": eks.NodegroupAmiType.AL2023_X86_64_NVIDIA,
+}
+_TAINT_EFFECTS: dict[str, eks.TaintEffect] = {
+    "NO_SCHEDULE": eks.TaintEffect.NO_SCHEDULE,
+    "PREFER_NO_SCHEDULE": eks.TaintEffect.PREFER_NO_SCHEDULE,
+    "NO_EXECUTE": eks.TaintEffect.NO_EXECUTE,
+}
+_CAPACITY_TYPES: dict[str, eks.CapacityType] = {
+    "ON_DEMAND": eks.CapacityType.ON_DEMAND,
+    "SPOT": eks.CapacityType.SPOT,
+}
+
+
+def cluster_autoscaler_tags(pool: NodePool, cluster_name: str) -> dict[str, str]:
+    """Tags the Cluster Autoscaler reads from a node group's Auto Scaling group.
+
+    Auto-discovery finds the group by the first two; the ``node-template`` tags describe a node
+    that does not exist yet (labels, taints as ``value:Effect``, device-plugin resources such
+    as ``aws.amazon.com/neuroncore``), so a pod that needs them can scale the group up from
+    zero. Without them the autoscaler only learns what a node offers after one is running.
+    """
+    tags = {
+        f"{CLUSTER_AUTOSCALER_TAG_PREFIX}/enabled": "true",
+        f"{CLUSTER_AUTOSCALER_TAG_PREFIX}/{cluster_name}": "owned",
+    }
+    for key, value in pool.labels.items():
+        tags[f"{NODE_TEMPLATE_TAG_PREFIX}/label/{key}"] = value
+    for taint in pool.taints:
+        tags[f"{NODE_TEMPLATE_TAG_PREFIX}/taint/{taint.key}"] = f"{taint.value}:{taint.effect}"
+    for resource, amount in pool.extended_resources().items():
+        tags[f"{NODE_TEMPLATE_TAG_PREFIX}/resources/{resource}"] = str(amount)
+    return tags
+
+
+class PoolNodegroup(Construct):
+    """One EKS managed node group for a :class:`NodePool`, and its autoscaler tags.
+
+    Creates an ``eks.Nodegroup`` directly rather than through ``Cluster.add_nodegroup_capacity``
+    (which also installs an old bundled Neuron device plugin on inf/trn instance types), with
+    a launch template that gives the nodes an encrypted gp3 root volume sized by the pool and
+    requires IMDSv2 with a hop limit of 2. The pool's Cluster Autoscaler tags are set on the
+    node group and copied onto its Auto Scaling group, which EKS creates without them and
+    which is where the autoscaler reads them.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.ICluster,
+        cluster_name: str,
+        pool: NodePool,
+        node_role: iam.IRole,
+        subnets: ec2.SubnetSelection,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.pool = pool
+        self.launch_template = ec2.LaunchTemplate(
+            self,
+            "LaunchTemplate",
+            require_imdsv2=True,
+            http_put_response_hop_limit=_IMDS_HOP_LIMIT,
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name=_ROOT_DEVICE,
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        pool.root_volume_gib,
+                        volume_type=ec2.EbsDeviceVolumeType.GP3,
+                        encrypted=True,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+        )
+        self.tags = cluster_autoscaler_tags(pool, cluster_name)
+        self.nodegroup = eks.Nodegroup(
+            self,
+            "Nodegroup",
+            cluster=cluster,
+            ami_type=_AMI_TYPES[pool.ami_type],
+            instance_types=[ec2.InstanceType(t) for t in pool.instance_types],
+            capacity_type=_CAPACITY_TYPES[pool.capacity_type],
+            min_size=pool.min_size,
+            max_size=pool.max_size,
+            # The autoscaler owns the desired size once the group exists; CloudFormation only
+            # sets it at creation, to the minimum.
+            desired_size=pool.min_size,
+            labels=pool.labels,
+            taints=[
+                eks.TaintSpec(
+                    key=t.key, value=t.value, effect=_TAINT_EFFECTS[t.cloudformation_effect]
+                )
+                for t in pool.taints
+            ],
+            launch_template_spec=eks.LaunchTemplateSpec(
+                id=self.launch_template.launch_template_id or "",
+                version=self.launch_template.latest_version_number,
+            ),
+            node_role=node_role,
+            subnets=subnets,
+            tags=self.tags,
+        )
+        self._tag_auto_scaling_group(cluster_name)
+
+    def _tag_auto_scaling_group(self, cluster_name: str) -> None:
+        stack = Stack.of(self)
+        find_group = cr.AwsCustomResource(
+            self,
+            "AutoScalingGroup",
+            on_create=self._describe_nodegroup_call(),
+            on_update=self._describe_nodegroup_call(),
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [
+                    iam.PolicyStatement(
+                        actions=["eks:DescribeNodegroup"],
+                        resources=[self.nodegroup.nodegroup_arn],
+                    )
+                ]
+            ),
+            install_latest_aws_sdk=False,
+        )
+        group_name = find_group.get_response_field(_ASG_NAME_PATH)
+        tag_call = cr.AwsSdkCall(
+            service="AutoScaling",
+            action="createOrUpdateTags",
+            parameters={
+                "Tags": [
+                    {
+                        "ResourceId": group_name,
+                        "ResourceType": "auto-scaling-group",
+                        "Key": key,
+                        "Value": value,
+                        # The node itself gets labels and taints from EKS, not from tags.
+                        "PropagateAtLaunch": False,
+                    }
+                    for key, value in sorted(self.tags.items())
+                ]
+            },
+            physical_resource_id=cr.PhysicalResourceId.of(group_name),
+        )
+        # EKS names every managed node group's Auto Scaling group `eks-<nodegroup>-<uuid>`
+        # and tags it with its cluster; the role may tag no other group.
+        group_arns = stack.format_arn(
+            service="autoscaling",
+            resource="autoScalingGroup",
+            resource_name="*:autoScalingGroupName/eks-*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        tag_group = cr.AwsCustomResource(
+            self,
+            "AutoScalingGroupTags",
+            on_create=tag_call,
+            on_update=tag_call,
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [
+                    iam.PolicyStatement(
+                        actions=["autoscaling:CreateOrUpdateTags"],
+                        resources=[group_arns],
+                        conditions={
+                            "StringEquals": {"aws:ResourceTag/eks:cluster-name": cluster_name}
+                        },
+                    )
+                ]
+            ),
+            install_latest_aws_sdk=False,
+        )
+        acknowledge(
+            tag_group,
+            wildcard_resource_finding(self, group_arns),
+            "Auto Scaling group names carry a random suffix chosen by EKS; the statement is "
+            "limited to EKS-created groups (eks-*) tagged with this cluster's name.",
+        )
+
+        provider = stack.node.try_find_child(_CUSTOM_RESOURCE_PROVIDER_ID)
+        if provider is not None:
+            acknowledge_managed_policies(
+                provider,
+                "The logging policy CDK attaches to the shared AWS SDK custom resource Lambda.",
+            )
+
+    def _describe_nodegroup_call(self) -> cr.AwsSdkCall:
+        return cr.AwsSdkCall(
+            service="EKS",
+            action="describeNodegroup",
+            parameters={
+                "clusterName": self.nodegroup.cluster.cluster_name,
+                "nodegroupName": self.nodegroup.nodegroup_name,
+            },
+            physical_resource_id=cr.PhysicalResourceId.from_response(_ASG_NAME_PATH),
+            output_paths=[_ASG_NAME_PATH],
+        )

@@ -1,0 +1,69 @@
+"""The reference CDK app: one :class:`InferenceStack`, checked by cdk-nag at every synth."""
+
+from __future__ import annotations
+
+from aws_cdk import App, Environment, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from eks_inference.platform import PlatformSpec
+from eks_inference.stacks.inference_stack import InferenceStack
+
+STACK_NAME = "InferenceStack"
+_DEFAULT_ZONE_SUFFIXES = ("a", "b", "c")
+
+
+def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, InferenceStack]:
+    """Build the app for ``platform`` and register the AWS Solutions cdk-nag pack.
+
+    Optional context (``cdk synth -c key=value``):
+
+    * ``account``, ``region``: deploy to a fixed environment. The region must be
+      ``platform.region`` (pods are configured with it). The VPC then uses the zones in
+      ``availability_zones`` (comma-separated), by default ``<region>a,b,c``; check that they
+      offer your accelerator instance types. Without a region the stack is
+      environment-agnostic and CloudFormation picks the zones.
+    * ``admin_role_arn``: IAM role given cluster-admin.
+    * ``public_access_cidrs`` (comma-separated) or ``private_endpoint_only=true``.
+
+    cdk-nag runs as a validation plugin: any finding not acknowledged, with a reason, on the
+    construct it concerns fails the synth.
+    """
+    app = app or App()
+
+    def context(key: str) -> str | None:
+        value = app.node.try_get_context(key)
+        return None if value is None or value == "" else str(value)
+
+    def context_list(key: str) -> list[str] | None:
+        value = context(key)
+        return [item.strip() for item in value.split(",") if item.strip()] if value else None
+
+    account, region = context("account"), context("region")
+    if region is not None and region != platform.region:
+        raise ValueError(
+            f"context region {region!r} differs from the platform's region {platform.region!r}; "
+            "change `region` in the platform file instead"
+        )
+    zones = None
+    if region is not None:
+        zones = context_list("availability_zones") or [
+            f"{region}{suffix}" for suffix in _DEFAULT_ZONE_SUFFIXES
+        ]
+    env = Environment(account=account, region=region) if account or region else None
+    stack = InferenceStack(
+        app,
+        STACK_NAME,
+        platform=platform,
+        env=env,
+        availability_zones=zones,
+        admin_role_arn=context("admin_role_arn"),
+        public_access_cidrs=context_list("public_access_cidrs"),
+        private_endpoint_only=context("private_endpoint_only") == "true",
+    )
+    register_nag(app)
+    return app, stack
+
+
+def register_nag(app: App) -> None:
+    """Check ``app`` with the cdk-nag AWS Solutions pack; unacknowledged findings fail synth."""
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))

@@ -1,0 +1,122 @@
+"""The EKS cluster: version, encryption, logging, endpoint, access and outputs."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import App
+from aws_cdk.assertions import Match
+from constructs import Construct
+
+from eks_inference import versions
+from eks_inference.constructs.cluster import kubectl_layer, kubernetes_release
+from tests.conftest import Synthesized
+
+LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+
+
+def test_every_supported_version_pins_its_components() -> None:
+    for version, release in versions.KUBERNETES_RELEASES.items():
+        minor = version.split(".")[1]
+        assert release.kubectl_layer_module.endswith(f"kubectl_v{minor}")
+        assert release.cluster_autoscaler_image_tag.startswith(f"v{version}.")
+        assert release.kube_scheduler_image_tag.startswith(f"v{version}.")
+    assert versions.KUBERNETES_VERSION in versions.KUBERNETES_RELEASES
+
+
+def test_unsupported_kubernetes_version_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match=r"'1\.29' is not supported; use one of 1\.33, 1\.34, 1\.35"):
+        kubernetes_release("1.29")
+
+
+def test_missing_kubectl_layer_package_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    release = versions.KubernetesRelease(
+        kubectl_layer_module="aws_cdk.lambda_layer_kubectl_v99",
+        kubectl_layer_class="KubectlV99Layer",
+        cluster_autoscaler_image_tag="v1.99.0",
+        kube_scheduler_image_tag="v1.99.0-eks-1-99-1",
+    )
+    monkeypatch.setitem(versions.KUBERNETES_RELEASES, "1.99", release)
+    with pytest.raises(ValueError, match="pip install aws-cdk.lambda-layer-kubectl-v99"):
+        kubectl_layer(Construct(App(), "Scope"), "Layer", "1.99")
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_native_cluster_at_1_35_with_encrypted_secrets_and_all_logs(
+    reference: Synthesized,
+) -> None:
+    template = reference.template
+    template.resource_count_is("AWS::EKS::Cluster", 1)
+    template.has_resource_properties(
+        "AWS::EKS::Cluster",
+        {
+            "Name": "eks-inference",
+            "Version": "1.35",
+            "EncryptionConfig": [
+                {"Provider": {"KeyArn": Match.any_value()}, "Resources": ["secrets"]}
+            ],
+            "Logging": {
+                "ClusterLogging": {"EnabledTypes": [{"Type": t} for t in LOG_TYPES]}
+            },
+            "AccessConfig": Match.object_like(
+                {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
+            ),
+            "ResourcesVpcConfig": Match.object_like(
+                {"EndpointPublicAccess": True, "EndpointPrivateAccess": True}
+            ),
+        },
+    )
+    template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_no_default_capacity_and_no_bundled_neuron_plugin(reference: Synthesized) -> None:
+    # Only our three pools; add_nodegroup_capacity's bundled Neuron plugin would be a manifest.
+    reference.template.resource_count_is("AWS::EKS::Nodegroup", 3)
+    manifests = reference.resources("Custom::AWSCDK-EKS-KubernetesResource")
+    assert len(manifests) == 1
+    assert "neuron-device-plugin" not in str(manifests)
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_kubectl_provider_uses_the_matching_layer(reference: Synthesized) -> None:
+    layers = reference.resources("AWS::Lambda::LayerVersion")
+    descriptions = " ".join(str(layer["Properties"].get("Description", "")) for layer in layers.values())
+    assert "kubectl" in descriptions.lower()
+    reference.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Description": "onEvent handler for EKS kubectl resource provider", "VpcConfig": Match.any_value()},
+    )
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_inference_namespace_is_applied(reference: Synthesized) -> None:
+    (manifest,) = reference.resources("Custom::AWSCDK-EKS-KubernetesResource").values()
+    rendered = str(manifest["Properties"]["Manifest"])
+    assert '"kind":"Namespace"' in rendered
+    assert '"name":"inference"' in rendered
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_outputs_name_the_cluster_and_the_kubeconfig_command(reference: Synthesized) -> None:
+    outputs = reference.templates["InferenceStack"]["Outputs"]
+    values = [str(o["Value"]) for o in outputs.values()]
+    assert any("update-kubeconfig --name" in v and "AWS::Region" in v for v in values)
+    assert any(v.startswith("{'Ref': 'InferenceCluster") for v in values)
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_vpc_spans_three_zones_with_private_node_subnets(reference: Synthesized) -> None:
+    subnets = reference.resources("AWS::EC2::Subnet")
+    private = [s for s in subnets.values() if s["Properties"]["MapPublicIpOnLaunch"] is False]
+    assert len(private) == 3
+    reference.template.resource_count_is("AWS::EC2::NatGateway", 3)
+    reference.template.has_resource_properties(
+        "AWS::EC2::VPCEndpoint", {"VpcEndpointType": "Gateway"}
+    )
+    reference.template.resource_count_is("AWS::EC2::FlowLog", 1)
