@@ -50,6 +50,7 @@ setup-dev: setup $(VENV)/.dev
 
 manifests: $(VENV)/.runtime
 	$(BIN)/eks-inference manifests --out k8s_manifests
+	$(BIN)/eks-inference plan --markdown --output k8s_manifests/PLAN.md
 
 synth: setup manifests
 	$(CDK) synth --quiet

@@ -23,3 +23,8 @@ NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
 def service_account_name(deployment_name: str) -> str:
     """Service account of a deployment's model-server pods (vLLM pods, Ray head and workers)."""
     return f"{deployment_name}-server"
+
+
+def compile_service_account_name(deployment_name: str) -> str:
+    """Service account of a deployment's Neuron compile job, the only writer of its artifacts."""
+    return f"{deployment_name}-compile"

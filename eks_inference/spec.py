@@ -132,6 +132,11 @@ class NeuronOptions(BaseModel):
         default_factory=dict,
         description="Extra override_neuron_config entries; they change the compiled graph.",
     )
+    run_compile_job: bool = Field(
+        default=False,
+        description="Apply the compile job with the deployment. Off by default so a routine "
+        "deploy never recompiles; k8s_manifests/ holds the job either way.",
+    )
 
 
 class ModelDeploymentSpec(BaseModel):

@@ -143,7 +143,7 @@ def model_load_seconds(spec: ModelDeploymentSpec) -> int:
 
 
 def rollout_seconds(spec: ModelDeploymentSpec) -> int:
-    """Seconds a new replica may take from creation to ready, node launch and image pull included."""
+    """Seconds from creating a replica to it serving: node launch, image pull, model load."""
     return _NODE_AND_IMAGE_SECONDS + model_load_seconds(spec)
 
 

@@ -13,6 +13,8 @@ readiness and liveness probes (raylet and Serve proxy health) and wires the port
 from __future__ import annotations
 
 import hashlib
+import math
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -33,13 +35,14 @@ from eks_inference.charts.common import (
     DeploymentChart,
     RenderContext,
     compiled_artifacts_path,
+    dump_yaml,
+    memory_share_mib,
     metadata,
     object_labels,
     rollout_seconds,
-    dump_yaml,
-    memory_share_mib,
 )
 from eks_inference.charts.mountpoint import MountpointVolume
+from eks_inference.node_pools import NodePool
 from eks_inference.platform import Placement
 from eks_inference.sizing import pod_resources
 from eks_inference.spec import ModelDeploymentSpec
@@ -55,8 +58,8 @@ SERVE_APP_PATH = "/opt/eks-inference/serve"
 SERVE_APP_FILE = f"{engine.NEURON_APP_MODULE}.py"
 
 # The head runs GCS, the Serve controller and proxy, the dashboard and (as a sidecar) the
-# autoscaler, but no replicas (num-cpus 0): 2 vCPUs and 8 GiB leave a 4-vCPU system node room
-# for add-ons.
+# autoscaler, but no replicas (num-cpus 0): 2 vCPUs and 8 GiB, which leave room for the
+# system add-ons even on a 4-vCPU, 16-GiB system node.
 _HEAD_CPU = "2"
 _HEAD_MEMORY_MIB = 8 * 1024
 _AUTOSCALER_CPU = "500m"
@@ -94,8 +97,9 @@ def _env(values: dict[str, str]) -> list[dict[str, str]]:
 
 
 def _container_security() -> dict[str, Any]:
-    # Ray needs no privileges or capabilities; the Ray images' user owns everything it writes
-    # (/tmp/ray and its home), so the root filesystem stays writable.
+    # Ray needs no privileges or capabilities. The root filesystem stays writable: Ray writes
+    # sessions, logs and spilled objects under /tmp/ray and runtime files under its home, all
+    # owned by the image's user.
     return {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
@@ -110,6 +114,16 @@ def _resources(cpu: str, memory: str, extended: dict[str, str] | None = None) ->
     # neuron_cores counts from the limits.
     amounts = {"cpu": cpu, "memory": memory, **(extended or {})}
     return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+@dataclass(frozen=True)
+class _ServeAppFiles:
+    """What head and worker pods need to import the Serve application (nothing on GPUs)."""
+
+    volumes: tuple[dict[str, Any], ...] = ()
+    mounts: tuple[dict[str, Any], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 class RayServiceChart(DeploymentChart):
@@ -161,10 +175,7 @@ class RayServiceChart(DeploymentChart):
             automount_token=False,
         )
         self.serve_app: kplus.ConfigMap | None = None
-        app_volumes: list[dict[str, Any]] = []
-        app_mounts: list[dict[str, Any]] = []
-        app_env: dict[str, str] = {}
-        pod_annotations: dict[str, str] = {}
+        app = _ServeAppFiles()
         if spec.on_neuron:
             source = neuron_app_source()
             self.serve_app = kplus.ConfigMap(
@@ -173,117 +184,23 @@ class RayServiceChart(DeploymentChart):
                 metadata=metadata(f"{spec.name}-serve-app"),
                 data={SERVE_APP_FILE: source},
             )
-            app_volumes.append(
-                {
-                    "name": "serve-app",
-                    "configMap": {
-                        "name": self.serve_app.name,
-                        "items": [{"key": SERVE_APP_FILE, "path": SERVE_APP_FILE}],
+            app = _ServeAppFiles(
+                volumes=(
+                    {
+                        "name": "serve-app",
+                        "configMap": {
+                            "name": self.serve_app.name,
+                            "items": [{"key": SERVE_APP_FILE, "path": SERVE_APP_FILE}],
+                        },
                     },
-                }
+                ),
+                mounts=({"name": "serve-app", "mountPath": SERVE_APP_PATH, "readOnly": True},),
+                env=(("PYTHONPATH", SERVE_APP_PATH),),
+                annotations=(
+                    (SERVE_APP_HASH_ANNOTATION, hashlib.sha256(source.encode()).hexdigest()),
+                ),
             )
-            app_mounts.append({"name": "serve-app", "mountPath": SERVE_APP_PATH, "readOnly": True})
-            app_env["PYTHONPATH"] = SERVE_APP_PATH
-            pod_annotations[SERVE_APP_HASH_ANNOTATION] = hashlib.sha256(source.encode()).hexdigest()
 
-        head_image = context.neuron_ray_image if spec.on_neuron else RAY_HEAD_GPU_IMAGE
-        worker_image = context.neuron_ray_image if spec.on_neuron else RAY_LLM_GPU_IMAGE
-        common_env = {"RAY_USAGE_STATS_ENABLED": "0", **app_env}
-        pod_context = {
-            "serviceAccountName": self.service_account.name,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": RAY_UID,
-                "runAsGroup": RAY_GID,
-                "fsGroup": RAY_GID,
-            },
-        }
-
-        head_pod: dict[str, Any] = {
-            **pod_context,
-            # The autoscaler sidecar talks to the Kubernetes API with this token.
-            "automountServiceAccountToken": True,
-            "nodeSelector": placement.head.node_selector(),
-            "containers": [
-                {
-                    "name": "ray-head",
-                    "image": head_image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "ports": [
-                        {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in _HEAD_PORTS
-                    ],
-                    "env": _env(common_env),
-                    "resources": _resources(_HEAD_CPU, f"{_HEAD_MEMORY_MIB}Mi"),
-                    "securityContext": _container_security(),
-                    "volumeMounts": [
-                        {"name": "shm", "mountPath": "/dev/shm"},
-                        *app_mounts,
-                    ],
-                }
-            ],
-            "volumes": [_shm_volume(_HEAD_MEMORY_MIB), *app_volumes],
-        }
-        if placement.head.taints:
-            head_pod["tolerations"] = placement.head.tolerations()
-
-        worker = pod_resources(spec.instance, spec.replicas_per_node)
-        accelerator = names.NEURONCORE_RESOURCE if spec.on_neuron else names.NVIDIA_GPU_RESOURCE
-        worker_env = {
-            **common_env,
-            # Weights come from the model bucket only; never reach out to the Hugging Face Hub.
-            "HF_HUB_OFFLINE": "1",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-        }
-        worker_mounts: list[dict[str, Any]] = [
-            {"name": "shm", "mountPath": "/dev/shm"},
-            {"name": WEIGHTS_ROLE, "mountPath": MODEL_MOUNT_PATH, "readOnly": True},
-            *app_mounts,
-        ]
-        worker_volumes: list[dict[str, Any]] = [
-            _shm_volume(worker.memory_mib),
-            _claim_volume(WEIGHTS_ROLE, weights),
-            *app_volumes,
-        ]
-        if spec.on_neuron:
-            worker_env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)
-        if artifacts is not None:
-            worker_mounts.append(
-                {"name": ARTIFACTS_ROLE, "mountPath": ARTIFACTS_MOUNT_PATH, "readOnly": True}
-            )
-            worker_volumes.append(_claim_volume(ARTIFACTS_ROLE, artifacts))
-        worker_pod: dict[str, Any] = {
-            **pod_context,
-            "automountServiceAccountToken": False,
-            "nodeSelector": placement.workers.node_selector(),
-            "containers": [
-                {
-                    "name": "ray-worker",
-                    "image": worker_image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "env": _env(worker_env),
-                    "resources": _resources(
-                        worker.cpu, worker.memory, {accelerator: str(spec.tensor_parallel_size)}
-                    ),
-                    "securityContext": _container_security(),
-                    "volumeMounts": worker_mounts,
-                }
-            ],
-            "volumes": worker_volumes,
-        }
-        if placement.workers.taints:
-            worker_pod["tolerations"] = placement.workers.tolerations()
-        if spec.on_neuron and spec.tensor_parallel_size < spec.instance.cores:
-            # Part of a node's cores: the Neuron scheduler extension assigns contiguous ones.
-            worker_pod["schedulerName"] = names.NEURON_SCHEDULER_NAME
-
-        def template(component: str, pod: dict[str, Any]) -> dict[str, Any]:
-            meta: dict[str, Any] = {"labels": object_labels(spec, component)}
-            if pod_annotations:
-                meta["annotations"] = dict(pod_annotations)
-            return {"metadata": meta, "spec": pod}
-
-        timeout_minutes = -(-rollout_seconds(spec) // 60)
         self.ray_service = cdk8s.ApiObject(
             self,
             "ray-service",
@@ -292,9 +209,12 @@ class RayServiceChart(DeploymentChart):
             metadata=cdk8s.ApiObjectMetadata(
                 name=spec.name,
                 namespace=names.INFERENCE_NAMESPACE,
-                annotations={INITIALIZING_TIMEOUT_ANNOTATION: f"{timeout_minutes}m"},
+                annotations={
+                    INITIALIZING_TIMEOUT_ANNOTATION: f"{math.ceil(rollout_seconds(spec) / 60)}m"
+                },
             ),
         )
+        worker = pod_resources(spec.instance, spec.replicas_per_node)
         # ApiObject has no typed props for a custom resource's spec; it is added whole.
         ray_service_spec = {
             "upgradeStrategy": {"type": "NewCluster"},
@@ -319,7 +239,9 @@ class RayServiceChart(DeploymentChart):
                         "dashboard-host": "0.0.0.0",
                         "object-store-memory": _object_store_bytes(_HEAD_MEMORY_MIB),
                     },
-                    "template": template("ray-head", head_pod),
+                    "template": self._template(
+                        spec, "ray-head", self._head_pod(spec, placement, context, app), app
+                    ),
                 },
                 "workerGroupSpecs": [
                     {
@@ -331,12 +253,124 @@ class RayServiceChart(DeploymentChart):
                         "rayStartParams": {
                             "object-store-memory": _object_store_bytes(worker.memory_mib),
                         },
-                        "template": template("ray-worker", worker_pod),
+                        "template": self._template(
+                            spec,
+                            "ray-worker",
+                            self._worker_pod(spec, placement, context, app, weights, artifacts),
+                            app,
+                        ),
                     }
                 ],
             },
         }
         self.ray_service.add_json_patch(cdk8s.JsonPatch.add("/spec", ray_service_spec))
+
+    @staticmethod
+    def _template(
+        spec: ModelDeploymentSpec, component: str, pod: dict[str, Any], app: _ServeAppFiles
+    ) -> dict[str, Any]:
+        meta: dict[str, Any] = {"labels": object_labels(spec, component)}
+        if app.annotations:
+            meta["annotations"] = dict(app.annotations)
+        return {"metadata": meta, "spec": pod}
+
+    def _pod(self, pool: NodePool, *, api_token: bool) -> dict[str, Any]:
+        """Pod-level settings shared by head and workers: identity, user and placement."""
+        pod: dict[str, Any] = {
+            "serviceAccountName": self.service_account.name,
+            "automountServiceAccountToken": api_token,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": RAY_UID,
+                "runAsGroup": RAY_GID,
+                "fsGroup": RAY_GID,
+            },
+            "nodeSelector": pool.node_selector(),
+        }
+        if pool.taints:
+            pod["tolerations"] = pool.tolerations()
+        return pod
+
+    def _head_pod(
+        self,
+        spec: ModelDeploymentSpec,
+        placement: Placement,
+        context: RenderContext,
+        app: _ServeAppFiles,
+    ) -> dict[str, Any]:
+        container = {
+            "name": "ray-head",
+            "image": context.neuron_ray_image if spec.on_neuron else RAY_HEAD_GPU_IMAGE,
+            "imagePullPolicy": "IfNotPresent",
+            "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in _HEAD_PORTS],
+            "env": _env({"RAY_USAGE_STATS_ENABLED": "0", **dict(app.env)}),
+            "resources": _resources(_HEAD_CPU, f"{_HEAD_MEMORY_MIB}Mi"),
+            "securityContext": _container_security(),
+            "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}, *app.mounts],
+        }
+        return {
+            # The autoscaler sidecar talks to the Kubernetes API with this pod's token.
+            **self._pod(placement.head, api_token=True),
+            "containers": [container],
+            "volumes": [_shm_volume(_HEAD_MEMORY_MIB), *app.volumes],
+        }
+
+    def _worker_pod(
+        self,
+        spec: ModelDeploymentSpec,
+        placement: Placement,
+        context: RenderContext,
+        app: _ServeAppFiles,
+        weights: MountpointVolume,
+        artifacts: MountpointVolume | None,
+    ) -> dict[str, Any]:
+        worker = pod_resources(spec.instance, spec.replicas_per_node)
+        accelerator = names.NEURONCORE_RESOURCE if spec.on_neuron else names.NVIDIA_GPU_RESOURCE
+        env = {
+            "RAY_USAGE_STATS_ENABLED": "0",
+            **dict(app.env),
+            # Weights come from the model bucket only; never reach out to the Hugging Face Hub.
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
+        mounts: list[dict[str, Any]] = [
+            {"name": "shm", "mountPath": "/dev/shm"},
+            {"name": WEIGHTS_ROLE, "mountPath": MODEL_MOUNT_PATH, "readOnly": True},
+            *app.mounts,
+        ]
+        volumes: list[dict[str, Any]] = [
+            _shm_volume(worker.memory_mib),
+            _claim_volume(WEIGHTS_ROLE, weights),
+            *app.volumes,
+        ]
+        if spec.on_neuron:
+            env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)
+        if artifacts is not None:
+            mounts.append(
+                {"name": ARTIFACTS_ROLE, "mountPath": ARTIFACTS_MOUNT_PATH, "readOnly": True}
+            )
+            volumes.append(_claim_volume(ARTIFACTS_ROLE, artifacts))
+        container = {
+            "name": "ray-worker",
+            "image": context.neuron_ray_image if spec.on_neuron else RAY_LLM_GPU_IMAGE,
+            "imagePullPolicy": "IfNotPresent",
+            "env": _env(env),
+            "resources": _resources(
+                worker.cpu, worker.memory, {accelerator: str(spec.tensor_parallel_size)}
+            ),
+            "securityContext": _container_security(),
+            "volumeMounts": mounts,
+        }
+        pod = {
+            **self._pod(placement.workers, api_token=False),
+            "containers": [container],
+            "volumes": volumes,
+        }
+        if spec.on_neuron and spec.tensor_parallel_size < spec.instance.cores:
+            # Part of a node's cores: the Neuron scheduler extension assigns contiguous ones.
+            pod["schedulerName"] = names.NEURON_SCHEDULER_NAME
+        return pod
 
 
 def _object_store_mib(memory_mib: int) -> int:

@@ -27,11 +27,11 @@ from eks_inference.charts.common import (
     DeploymentChart,
     RenderContext,
     compiled_artifacts_path,
+    memory_share_mib,
     metadata,
     model_load_seconds,
     object_labels,
     rollout_seconds,
-    memory_share_mib,
 )
 from eks_inference.charts.mountpoint import MountpointVolume
 from eks_inference.platform import Placement
@@ -143,6 +143,8 @@ class VllmChart(DeploymentChart):
         if spec.on_neuron:
             env["NEURON_RT_NUM_CORES"] = str(spec.tensor_parallel_size)
             env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)
+            # The Neuron compiler's cache defaults to /var/tmp, on the read-only root.
+            env["NEURON_COMPILE_CACHE_URL"] = f"{HOME_PATH}/.cache/neuron-compile-cache"
 
         load_seconds = model_load_seconds(spec)
         self.deployment = kplus.Deployment(

@@ -111,6 +111,7 @@ def describe_error(error: BaseException) -> str:
 
 
 def is_aws_error(error: BaseException) -> bool:
+    """True for any botocore failure: a service error or a client-side one."""
     return isinstance(error, BotoCoreError | ClientError)
 
 

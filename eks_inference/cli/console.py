@@ -7,17 +7,20 @@ import sys
 
 from rich.console import Console
 
-# Without a terminal rich falls back to 80 columns and wraps table cells mid-word; a wide,
-# fixed width keeps each table row on one line in logs. COLUMNS still wins when set.
+# Without a terminal rich falls back to COLUMNS or 80 columns and wraps table cells mid-word;
+# a log has no width, so tables get at least this many columns there and keep one line per
+# row. A larger COLUMNS widens it further.
 _NON_TERMINAL_WIDTH = 200
 
 
 def _console(stderr: bool) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     console = Console(file=stream, highlight=False, soft_wrap=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(file=stream, highlight=False, soft_wrap=False, width=_NON_TERMINAL_WIDTH)
-    return console
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "")
+    width = max(int(columns) if columns.isdigit() else 0, _NON_TERMINAL_WIDTH)
+    return Console(file=stream, highlight=False, soft_wrap=False, width=width)
 
 
 def stdout() -> Console:

@@ -18,10 +18,18 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from eks_inference.cli import console, inputs
+from eks_inference.catalog import ModelArchitecture
+from eks_inference.cli import console, inputs, plan_render
+from eks_inference.cli import plan as planning
 from eks_inference.cli.errors import BadInput, CommandFailed
+from eks_inference.cli.plan import ConfigurationPlan
 
 DEFAULT_PLATFORM = Path("deployments.yaml")
+# The upload defaults, here rather than in cli.upload so that --help does not import boto3:
+# 64 MiB parts keep a 10 GB shard at ~160 parts (S3 allows 10,000), and 16 parallel
+# transfers saturate a node's network without throttling from S3.
+DEFAULT_PART_SIZE_MIB = 64
+DEFAULT_CONCURRENCY = 16
 _ZONE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
 
 
@@ -105,8 +113,10 @@ def plan(
     ] = None,
     max_model_len: Annotated[
         int, typer.Option(help="Context length to size the KV cache for.")
-    ] = 4096,
-    max_num_seqs: Annotated[int, typer.Option(help="Concurrent sequences (batch size).")] = 32,
+    ] = planning.DEFAULT_MAX_MODEL_LEN,
+    max_num_seqs: Annotated[
+        int, typer.Option(help="Concurrent sequences (batch size).")
+    ] = planning.DEFAULT_MAX_NUM_SEQS,
     price_per_hour: Annotated[
         float | None, typer.Option(help="Node price in USD/hour instead of the catalog's.")
     ] = None,
@@ -125,9 +135,6 @@ def plan(
     ] = None,
 ) -> None:
     """Memory fit, decode throughput bound and cost: per deployment, or for one configuration."""
-    from eks_inference.cli import plan as planning
-    from eks_inference.cli import plan_render
-
     for option, value in (
         ("--tensor-parallel", tensor_parallel),
         ("--max-model-len", max_model_len),
@@ -206,15 +213,15 @@ def plan(
 
 def _plot(
     model_name: str,
-    arch: Any,
+    arch: ModelArchitecture,
     max_model_len: int,
     max_num_seqs: int,
-    selected: Any,
+    selected: ConfigurationPlan | None,
     path: Path,
     json_output: bool,
     output: Path | None,
 ) -> None:
-    from eks_inference.cli import plan as planning
+    """Draw the candidates (and ``selected``); list them unless a configuration was given."""
     from eks_inference.cli import plot
 
     points = planning.candidates(model_name, arch, max_model_len, max_num_seqs)
@@ -258,8 +265,10 @@ def upload(
     ] = False,
     part_size: Annotated[
         int, typer.Option(help="Multipart part size in MiB; larger files go multipart.")
-    ] = 64,
-    concurrency: Annotated[int, typer.Option(help="Parallel transfers and hashes.")] = 16,
+    ] = DEFAULT_PART_SIZE_MIB,
+    concurrency: Annotated[
+        int, typer.Option(help="Parallel transfers and hashes.")
+    ] = DEFAULT_CONCURRENCY,
     profile: Annotated[str | None, typer.Option(help="AWS profile to use.")] = None,
 ) -> None:
     """Upload a directory to S3: resumable, checksummed, never overwriting unless asked."""
@@ -267,6 +276,8 @@ def upload(
     from eks_inference.cli import upload as uploading
     from eks_inference.cli.progress import byte_progress
     from eks_inference.cli.s3uri import parse_prefix_uri
+    from eks_inference.cli.text import format_bytes, plural
+    from eks_inference.cli.upload_manifest import MANIFEST_NAME
 
     target = parse_prefix_uri(uri)
     inputs.require_positive("--concurrency", concurrency)
@@ -291,9 +302,9 @@ def upload(
         )
     manifest = "written" if report.manifest_written else "unchanged"
     typer.echo(
-        f"uploaded {len(report.uploaded)} files ({report.bytes_uploaded / 1024**2:,.1f} MiB), "
+        f"uploaded {plural(len(report.uploaded), 'file')} ({format_bytes(report.bytes_uploaded)}), "
         f"skipped {len(report.skipped)} unchanged, deleted {len(report.deleted)}; "
-        f"manifest {manifest}: {target.uri('_manifest.json')}"
+        f"manifest {manifest}: {target.uri(MANIFEST_NAME)}"
     )
 
 
@@ -351,14 +362,13 @@ def manifests(
 ) -> None:
     """Write every deployment's Kubernetes manifests (no AWS access needed)."""
     from eks_inference.cli.manifests import write
+    from eks_inference.cli.text import plural
 
     spec = inputs.load_platform(platform)
     written = write(spec, out)
-    typer.echo(
-        f"wrote {written} manifest files to {out}" if written is not None else f"wrote {out}"
-    )
+    typer.echo(f"wrote {plural(len(written), 'manifest file')} to {out}")
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point (also ``python -m eks_inference``)."""
+    app(prog_name="eks-inference")

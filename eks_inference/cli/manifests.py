@@ -7,13 +7,12 @@ from pathlib import Path
 from eks_inference.platform import PlatformSpec
 
 
-def write(platform: PlatformSpec, out_dir: Path) -> int | None:
-    """Render every deployment into ``out_dir``; the number of files written, when known.
+def write(platform: PlatformSpec, out_dir: Path) -> list[Path]:
+    """Render every deployment into ``out_dir`` (replaced whole); the files written.
 
     The renderer (cdk8s) is imported here, not at start-up: it loads a JavaScript runtime,
     which the other commands do not need.
     """
     from eks_inference.charts.render import write_manifests
 
-    written = write_manifests(platform, out_dir)
-    return len(written) if isinstance(written, list | tuple) else None
+    return write_manifests(platform, out_dir)

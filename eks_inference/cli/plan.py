@@ -51,9 +51,11 @@ class ConfigurationPlan:
 
     @property
     def label(self) -> str:
+        """``inf2.48xlarge TP8``: how plots and tables name the configuration."""
         return f"{self.instance_type} TP{self.tensor_parallel_size}"
 
     def as_json(self) -> dict[str, Any]:
+        """The plan as a JSON-ready dict, one key per field."""
         return asdict(self)
 
 
@@ -192,13 +194,16 @@ class DeploymentPlan:
 
     @property
     def price_per_hour_min(self) -> float:
+        """USD per hour with the deployment at its fewest nodes."""
         return self.nodes_min * self.configuration.price_per_hour
 
     @property
     def price_per_hour_max(self) -> float:
+        """USD per hour with the deployment at its most nodes."""
         return self.nodes_max * self.configuration.price_per_hour
 
     def as_json(self) -> dict[str, Any]:
+        """The deployment's scaling and cost, then its configuration's fields."""
         return {
             "name": self.name,
             "engine": self.engine,
@@ -223,10 +228,12 @@ class PoolPlan:
 
     @property
     def price_per_hour_min(self) -> float:
+        """USD per hour with the pool at ``min_size``."""
         return self.min_size * self.price_per_hour
 
     @property
     def price_per_hour_max(self) -> float:
+        """USD per hour with the pool at ``max_size``."""
         return self.max_size * self.price_per_hour
 
 
@@ -239,13 +246,16 @@ class PlatformPlan:
 
     @property
     def price_per_hour_min(self) -> float:
+        """USD per hour with every pool at ``min_size``."""
         return sum(p.price_per_hour_min for p in self.pools)
 
     @property
     def price_per_hour_max(self) -> float:
+        """USD per hour with every pool at ``max_size``."""
         return sum(p.price_per_hour_max for p in self.pools)
 
     def as_json(self) -> dict[str, Any]:
+        """Deployments, node pools and the cluster's hourly range as a JSON-ready dict."""
         return {
             "deployments": [d.as_json() for d in self.deployments],
             "node_pools": [

@@ -18,10 +18,12 @@ BOUND_NOTE = (
 
 
 def money(value: float) -> str:
+    """``12.98127`` -> ``$12.98``."""
     return f"${value:,.2f}"
 
 
 def rate(value: float) -> str:
+    """Tokens per second, whole and grouped: ``10,171``."""
     return f"{value:,.0f}"
 
 

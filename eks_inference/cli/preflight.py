@@ -21,11 +21,11 @@ from eks_inference.artifacts import artifact_prefix, completion_marker_key
 from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.cli.aws import describe_error, error_code, is_aws_error, is_not_found
 from eks_inference.cli.quotas import SERVICE_CODE, VcpuQuota, vcpu_quota
+from eks_inference.cli.text import format_bytes, plural
 from eks_inference.cli.upload import read_manifest
 from eks_inference.cli.upload_manifest import UploadManifest, manifest_key
 from eks_inference.node_pools import NodePool
 from eks_inference.platform import PlatformSpec
-from eks_inference.sizing import gib
 from eks_inference.spec import ModelDeploymentSpec
 
 Status = Literal["PASS", "FAIL", "SKIP"]
@@ -45,6 +45,7 @@ class Check:
 
     @property
     def failed(self) -> bool:
+        """True when the check failed (SKIP is not a failure)."""
         return self.status == "FAIL"
 
 
@@ -71,6 +72,7 @@ def _list_sizes(s3: Any, bucket: str, prefix: str) -> dict[str, int]:
 
 
 def check_bucket(s3: Any, bucket: str) -> Check:
+    """The model bucket exists and these credentials may list it."""
     try:
         s3.head_bucket(Bucket=bucket)
     except Exception as error:
@@ -147,8 +149,8 @@ def check_weights(s3: Any, bucket: str, spec: ModelDeploymentSpec) -> Check:
         spec.name,
         "weights",
         "PASS",
-        f"s3://{bucket}/{prefix}: {len(manifest.files)} files, "
-        f"{gib(manifest.total_bytes):.1f} GiB, uploaded {manifest.created:%Y-%m-%d %H:%M} UTC",
+        f"s3://{bucket}/{prefix}: {plural(len(manifest.files), 'file')}, "
+        f"{format_bytes(manifest.total_bytes)}, uploaded {manifest.created:%Y-%m-%d %H:%M} UTC",
     )
 
 
@@ -182,7 +184,7 @@ def check_artifacts(s3: Any, bucket: str, spec: ModelDeploymentSpec) -> Check | 
             f"cannot list s3://{bucket}/{prefix}: {describe_error(error)}",
         )
     if marker not in sizes:
-        found = f"{len(sizes)} objects there" if sizes else "nothing there"
+        found = f"{plural(len(sizes), 'object')} there" if sizes else "nothing there"
         return Check(
             spec.name,
             "compiled artifacts",
@@ -209,8 +211,8 @@ def check_artifacts(s3: Any, bucket: str, spec: ModelDeploymentSpec) -> Check | 
         spec.name,
         "compiled artifacts",
         "PASS",
-        f"s3://{bucket}/{prefix}: {len(payload)} objects, "
-        f"{gib(sum(payload.values())):.1f} GiB, completion marker present",
+        f"s3://{bucket}/{prefix}: {plural(len(payload), 'object')}, "
+        f"{format_bytes(sum(payload.values()))}, completion marker present",
     )
 
 

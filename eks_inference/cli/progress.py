@@ -31,6 +31,7 @@ class ByteProgress:
         self._progress = progress
 
     def task(self, description: str, total: int) -> Advance:
+        """Start a bar for ``total`` bytes; the callback advances it (a no-op off a terminal)."""
         progress = self._progress
         if progress is None:
             return _ignore

@@ -20,12 +20,15 @@ class S3Prefix:
     prefix: str
 
     def key(self, relative: str) -> str:
+        """The full key of a path relative to the prefix."""
         return self.prefix + relative
 
     def relative(self, key: str) -> str:
+        """The path of a full key relative to the prefix."""
         return key.removeprefix(self.prefix)
 
     def uri(self, relative: str = "") -> str:
+        """``s3://bucket/prefix/relative``."""
         return f"s3://{self.bucket}/{self.prefix}{relative}"
 
     def __str__(self) -> str:

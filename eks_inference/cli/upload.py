@@ -11,8 +11,8 @@ The rules, in the order they apply:
 * Only a completed object counts: S3 does not list a multipart upload until it completes, and
   the transfer manager aborts the multipart uploads of a failed or cancelled transfer.
 * The manifest (``_manifest.json``) is written last, after every file is verified in the
-  bucket; an existing manifest is deleted before anything under the prefix changes, so a
-  prefix with a manifest is always complete.
+  bucket; for compiled artifacts the completion marker follows it. Both are deleted before
+  anything under the prefix changes, so a prefix with a manifest is always complete.
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ from eks_inference.cli.upload_manifest import (
 MIB = 1024**2
 # S3's smallest multipart part (except the last).
 MIN_PART_SIZE_MIB = 5
-DEFAULT_PART_SIZE_MIB = 64
-DEFAULT_CONCURRENCY = 16
 _HASH_CHUNK = 8 * MIB
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 # Lines of a refusal listing shown before "(+N more)".
@@ -66,11 +64,11 @@ class LocalFile:
 class UploadSettings:
     """How to upload; ``overwrite`` and ``delete`` allow replacing and removing objects."""
 
+    part_size_mib: int
+    concurrency: int
     kind: Kind = "weights"
     overwrite: bool = False
     delete: bool = False
-    part_size_mib: int = DEFAULT_PART_SIZE_MIB
-    concurrency: int = DEFAULT_CONCURRENCY
 
 
 @dataclass(frozen=True)
@@ -96,6 +94,7 @@ class UploadReport:
 
     @property
     def bytes_uploaded(self) -> int:
+        """Bytes sent by this run."""
         return sum(f.size for f in self.uploaded)
 
 
@@ -160,8 +159,10 @@ def hash_files(
 
     def one(item: tuple[str, Path]) -> LocalFile:
         relative, path = item
-        size = path.stat().st_size
-        return LocalFile(relative, path, size, sha256_file(path, advance))
+        try:
+            return LocalFile(relative, path, path.stat().st_size, sha256_file(path, advance))
+        except OSError as error:
+            raise CommandFailed(f"cannot read {path}: {error.strerror or error}") from None
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         return list(pool.map(one, files))
@@ -377,6 +378,7 @@ def delete_objects(client: Any, target: S3Prefix, relatives: list[str]) -> None:
 
 
 def build_manifest(kind: Kind, files: list[LocalFile]) -> UploadManifest:
+    """The manifest of a completed upload, files sorted by key, stamped now (UTC)."""
     return UploadManifest(
         kind=kind,
         created=datetime.now(UTC),
@@ -401,8 +403,10 @@ def read_manifest(client: Any, bucket: str, key: str) -> UploadManifest | None:
 def _manifest_matches(client: Any, target: S3Prefix, files: list[LocalFile]) -> bool:
     """True when the manifest in S3 already lists exactly these files."""
     try:
-        existing = read_manifest(client, target.bucket, manifest_key(target.prefix))
+        with aws_errors(f"read {target.uri(MANIFEST_NAME)}"):
+            existing = read_manifest(client, target.bucket, manifest_key(target.prefix))
     except ValueError:
+        # Not a manifest this version can read: it is rewritten.
         return False
     if existing is None:
         return False
@@ -411,6 +415,7 @@ def _manifest_matches(client: Any, target: S3Prefix, files: list[LocalFile]) -> 
 
 
 def write_manifest(client: Any, target: S3Prefix, manifest: UploadManifest) -> None:
+    """Write the manifest object; called only once every file is verified."""
     body = json.dumps(manifest.model_dump(mode="json"), indent=2).encode()
     with aws_errors(f"write {target.uri(MANIFEST_NAME)}"):
         client.put_object(

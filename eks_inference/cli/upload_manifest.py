@@ -40,6 +40,7 @@ class UploadManifest(BaseModel):
 
     @property
     def total_bytes(self) -> int:
+        """Bytes of all listed files."""
         return sum(f.size for f in self.files)
 
 

@@ -37,7 +37,7 @@ def _pools(pools: Iterable[NodePool], accelerator: Accelerator) -> list[NodePool
 
 
 def _tolerations(pools: Iterable[NodePool]) -> list[dict[str, str]]:
-    unique: dict[tuple[str, ...], dict[str, str]] = {}
+    unique: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
     for pool in pools:
         for toleration in pool.tolerations():
             unique[tuple(sorted(toleration.items()))] = toleration
@@ -122,7 +122,7 @@ class InferenceAddons(Construct):
         return eks.HelmChart(
             self,
             "Neuron",
-            cluster=cluster.cluster,
+            cluster=cluster.eks_cluster,
             chart=chart.chart,
             repository=chart.repository,
             version=chart.version,
@@ -159,7 +159,7 @@ class InferenceAddons(Construct):
         return eks.HelmChart(
             self,
             "NvidiaDevicePlugin",
-            cluster=cluster.cluster,
+            cluster=cluster.eks_cluster,
             chart=chart.chart,
             repository=chart.repository,
             version=chart.version,
@@ -176,7 +176,7 @@ class InferenceAddons(Construct):
         return eks.HelmChart(
             self,
             "KubeRayOperator",
-            cluster=cluster.cluster,
+            cluster=cluster.eks_cluster,
             chart=chart.chart,
             repository=chart.repository,
             version=chart.version,
@@ -205,7 +205,7 @@ class InferenceAddons(Construct):
         addon = eks.Addon(
             self,
             "MountpointS3Csi",
-            cluster=cluster.cluster,
+            cluster=cluster.eks_cluster,
             addon_name="aws-mountpoint-s3-csi-driver",
             addon_version=versions.MOUNTPOINT_S3_CSI_ADDON_VERSION,
             preserve_on_delete=False,
@@ -293,7 +293,7 @@ class InferenceAddons(Construct):
         chart = eks.HelmChart(
             self,
             "ClusterAutoscaler",
-            cluster=cluster.cluster,
+            cluster=cluster.eks_cluster,
             chart=chart_version.chart,
             repository=chart_version.repository,
             version=chart_version.version,

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+import cdk8s
 from aws_cdk import CfnOutput, Fn, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -21,8 +22,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from eks_inference import names, versions
+from eks_inference import versions
 from eks_inference.catalog import Accelerator
+from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.constructs._nag import (
     acknowledge,
     acknowledge_managed_policies,
@@ -54,11 +56,13 @@ class PodIdentity:
     association: eks.CfnPodIdentityAssociation
 
 
-def kubectl_layer(scope: Construct, construct_id: str, kubernetes_version: str) -> lambda_.ILayerVersion:
+def kubectl_layer(
+    scope: Construct, construct_id: str, kubernetes_version: str
+) -> lambda_.ILayerVersion:
     """The kubectl/helm Lambda layer that matches ``kubernetes_version``.
 
-    Each Kubernetes minor version has its own layer package; it is imported only when needed
-    because loading one costs a second of jsii start-up and tens of MB of memory.
+    Each Kubernetes minor version has its own layer package, each with a large layer asset
+    and its own jsii assembly, so only the one for the cluster's version is imported.
     """
     release = kubernetes_release(kubernetes_version)
     try:
@@ -69,9 +73,7 @@ def kubectl_layer(scope: Construct, construct_id: str, kubernetes_version: str) 
             f"Kubernetes {kubernetes_version} needs the kubectl layer package {package}; "
             f"install it (pip install {package})"
         ) from None
-    layer: lambda_.ILayerVersion = getattr(module, release.kubectl_layer_class)(
-        scope, construct_id
-    )
+    layer: lambda_.ILayerVersion = getattr(module, release.kubectl_layer_class)(scope, construct_id)
     return layer
 
 
@@ -104,7 +106,8 @@ class InferenceCluster(Construct):
     * the EKS Pod Identity Agent add-on: pods get AWS credentials through Pod Identity
       (:meth:`add_pod_identity`), which needs no OIDC provider and no role annotation;
     * one managed node group per pool (:class:`PoolNodegroup`) sharing one node role;
-    * the ``inference`` namespace, applied as a manifest (:attr:`inference_namespace`);
+    * the ``inference`` namespace (the charts' ``NamespaceChart``), applied as a manifest
+      (:attr:`inference_namespace`) that deployments depend on;
     * outputs with the cluster name and the ``aws eks update-kubeconfig`` command.
 
     The API endpoint is public and private by default so that an operator can run kubectl
@@ -142,7 +145,10 @@ class InferenceCluster(Construct):
         :param max_azs: zones of a new VPC when ``availability_zones`` is not given; they are
             chosen by CloudFormation (``Fn::GetAZs``) so that synth needs no lookup.
         :param availability_zones: explicit zones of a new VPC; use zones that offer your
-            accelerator instance types (EC2 DescribeInstanceTypeOfferings).
+            accelerator instance types (EC2 DescribeInstanceTypeOfferings). In a stack with
+            a fixed region, also return them from the stack's ``availability_zones``
+            (as :class:`~eks_inference.stacks.InferenceStack` does): ``ec2.Vpc`` reads it,
+            and CDK's default turns that into a context lookup.
         :param public_access_cidrs: CIDRs allowed to reach the public endpoint; default: any.
         :param private_endpoint_only: close the public endpoint entirely.
         :param admin_role_arn: IAM role given cluster-admin through an access entry.
@@ -206,7 +212,7 @@ class InferenceCluster(Construct):
         self.pod_identity_agent = eks.Addon(
             self,
             "PodIdentityAgent",
-            cluster=self.cluster,
+            cluster=self.eks_cluster,
             addon_name="eks-pod-identity-agent",
             addon_version=versions.EKS_POD_IDENTITY_AGENT_ADDON_VERSION,
             preserve_on_delete=False,
@@ -217,7 +223,9 @@ class InferenceCluster(Construct):
             "NodeRole",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description=f"Nodes of the managed node groups of EKS cluster {cluster_name}",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in _NODE_POLICIES],
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in _NODE_POLICIES
+            ],
         )
         self._nodegroups: dict[str, PoolNodegroup] = {}
         for pool in self.node_pools:
@@ -226,29 +234,16 @@ class InferenceCluster(Construct):
             self._nodegroups[pool.name] = PoolNodegroup(
                 self,
                 f"Pool-{pool.name}",
-                cluster=self.cluster,
+                cluster=self.eks_cluster,
                 cluster_name=cluster_name,
                 pool=pool,
                 node_role=self.node_role,
                 subnets=private_subnets,
             )
 
-        self.inference_namespace = self.cluster.add_manifest(
-            "InferenceNamespace",
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {
-                    "name": names.INFERENCE_NAMESPACE,
-                    # Model servers need no privileges: the baseline profile rejects
-                    # privileged pods and host access; `restricted` is reported only, since
-                    # the serving images run as root.
-                    "labels": {
-                        "pod-security.kubernetes.io/enforce": "baseline",
-                        "pod-security.kubernetes.io/warn": "restricted",
-                    },
-                },
-            },
+        # The same chart renders the namespace into k8s_manifests/, so both agree.
+        self.inference_namespace = self.cluster.add_cdk8s_chart(
+            "InferenceNamespace", NamespaceChart(cdk8s.App())
         )
 
         stack = Stack.of(self)
@@ -267,6 +262,15 @@ class InferenceCluster(Construct):
             ),
         )
         self._acknowledge_findings(public=not private_endpoint_only)
+
+    @property
+    def eks_cluster(self) -> eks.ICluster:
+        """:attr:`cluster` as the ``eks.ICluster`` that charts, add-ons and node groups take.
+
+        The Python type stubs of ``eks.Cluster`` do not declare the protocol member
+        ``kubectl_provider_options``, so type checkers need this view.
+        """
+        return cast(eks.ICluster, self.cluster)
 
     @property
     def system_pool(self) -> NodePool:
@@ -305,23 +309,32 @@ class InferenceCluster(Construct):
         return self._addons
 
     def add_pod_identity(
-        self, construct_id: str, *, namespace: str, service_account: str, description: str
+        self,
+        construct_id: str,
+        *,
+        namespace: str,
+        service_account: str,
+        description: str,
+        scope: Construct | None = None,
     ) -> PodIdentity:
         """A role for pods of ``service_account`` in ``namespace``, given through Pod Identity.
 
         The role trusts ``pods.eks.amazonaws.com`` (``sts:AssumeRole`` and
         ``sts:TagSession``, which Pod Identity needs to attach the session tags that name
         the cluster, namespace and service account). Grant it what the pods need. The
-        association depends on the Pod Identity Agent add-on.
+        association depends on the Pod Identity Agent add-on. ``scope`` (default: this
+        construct) is where the role and association are created, e.g. a deployment's own
+        construct.
         """
+        scope = scope or self
         role = iam.Role(
-            self,
+            scope,
             f"{construct_id}Role",
             assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
             description=description,
         )
         association = eks.CfnPodIdentityAssociation(
-            self,
+            scope,
             f"{construct_id}Association",
             cluster_name=self.cluster.cluster_name,
             namespace=namespace,
@@ -335,9 +348,7 @@ class InferenceCluster(Construct):
         try:
             return self._nodegroups[name]
         except KeyError:
-            raise KeyError(
-                f"no node pool {name!r}; pools: {', '.join(self._nodegroups)}"
-            ) from None
+            raise KeyError(f"no node pool {name!r}; pools: {', '.join(self._nodegroups)}") from None
 
     def _new_vpc(self, max_azs: int, availability_zones: Sequence[str] | None) -> ec2.Vpc:
         zones = (
@@ -368,6 +379,13 @@ class InferenceCluster(Construct):
                 "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)
             },
         )
+        if availability_zones:
+            acknowledge(
+                vpc,
+                "CloudFormation-Validate::W3010",
+                "Zones are named explicitly on purpose: they must offer the accelerator "
+                "instance types, and naming them avoids an availability-zone lookup at synth.",
+            )
         vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(

@@ -118,7 +118,9 @@ class ModelBucket(Construct):
             conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
         )
         objects = self.bucket.arn_for_objects(f"{prefix}*")
-        iam.Grant.add_to_principal(grantee=grantee, actions=["s3:GetObject"], resource_arns=[objects])
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=["s3:GetObject"], resource_arns=[objects]
+        )
         if self.encryption_key is not None:
             self.encryption_key.grant_decrypt(grantee)
         self._acknowledge_prefix_wildcard(grantee, objects)

@@ -112,6 +112,20 @@ class ServerConfig(BaseModel):
             )
         return self
 
+    def kv_cache_settings(self) -> dict[str, Any]:
+        """vLLM KV-cache settings implied by ``block_size``.
+
+        ``block_size == max_model_len`` means one block per sequence: the contiguous KV cache
+        the Neuron plugin uses without prefix caching, where it needs exactly ``max_num_seqs``
+        blocks (``num_gpu_blocks_override``). vLLM turns prefix caching on by default, which
+        would make the plugin compile a block-KV model instead, so it is switched off here to
+        match artifacts compiled for the contiguous layout. A smaller ``block_size`` asks for
+        the paged, block-KV layout with prefix caching.
+        """
+        if self.block_size == self.max_model_len:
+            return {"enable_prefix_caching": False, "num_gpu_blocks_override": self.max_num_seqs}
+        return {"enable_prefix_caching": True}
+
 
 # --------------------------------------------------------------------------------------------
 # Engine interface and the vLLM adapter
@@ -195,7 +209,7 @@ class VLLMNeuronEngine:
         """Create the engine; the Neuron plugin loads precompiled artifacts while this runs.
 
         No ``device`` argument: vLLM removed it, and the Neuron platform is discovered through
-        the installed plugin.
+        the installed plugin. The KV-cache layout follows :meth:`ServerConfig.kv_cache_settings`.
         """
         from vllm import AsyncEngineArgs, AsyncLLMEngine
 
@@ -207,6 +221,7 @@ class VLLMNeuronEngine:
             max_num_seqs=config.max_num_seqs,
             block_size=config.block_size,
             additional_config=dict(config.additional_config),
+            **config.kv_cache_settings(),
         )
         return cls(AsyncLLMEngine.from_engine_args(engine_args))
 

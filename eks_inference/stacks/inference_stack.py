@@ -56,10 +56,9 @@ class InferenceStack(Stack):
             description=description
             or f"EKS inference platform {platform.cluster_name}: cluster, add-ons, model bucket",
         )
+        self._zones = list(availability_zones) if availability_zones else None
         self.platform = platform
-        self.model_bucket = ModelBucket(
-            self, "ModelBucket", bucket_name=platform.model_bucket_name
-        )
+        self.model_bucket = ModelBucket(self, "ModelBucket", bucket_name=platform.model_bucket_name)
         self.cluster = InferenceCluster(
             self,
             "Inference",
@@ -75,6 +74,19 @@ class InferenceStack(Stack):
         self.addons: InferenceAddons = self.cluster.add_addons(model_bucket=self.model_bucket)
         for prefix in self.mountpoint_prefixes(platform):
             self.addons.grant_mountpoint_read(prefix)
+
+    @property
+    def availability_zones(self) -> list[str]:
+        """The given zones; otherwise CDK's (which, in a stack with a region, is a lookup).
+
+        ``ec2.Vpc`` reads this even when it is given explicit zones, and in a stack with a
+        fixed environment the default implementation records a context lookup that the CDK
+        CLI would resolve with AWS credentials.
+        """
+        if self._zones is not None:
+            return list(self._zones)
+        zones: list[str] = super().availability_zones
+        return zones
 
     @staticmethod
     def mountpoint_prefixes(platform: PlatformSpec) -> list[str]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
+import boto3  # type: ignore[import-untyped]
 import pytest
 from typer.testing import CliRunner, Result
 

@@ -16,7 +16,7 @@ from eks_inference.cli.inputs import load_platform
 from eks_inference.cli.plan_render import platform_markdown
 from eks_inference.spec import ModelDeploymentSpec
 
-from .conftest import REFERENCE_PLATFORM
+from .conftest import REFERENCE_PLATFORM, REPO_ROOT
 
 Cli = Callable[..., Result]
 
@@ -61,7 +61,7 @@ def test_cost_per_million_tokens_matches_the_seed_benchmark(
         "--measured-tokens-per-second",
         str(measured),
     )
-    assert JSON_KEYS <= data.keys()
+    assert data.keys() >= JSON_KEYS
     assert data["cost_per_million_tokens"] == pytest.approx(expected, rel=0.01)
     assert data["throughput_source"] == "measured"
     assert data["fits"] is True
@@ -118,7 +118,13 @@ def test_price_override_and_a_configuration_that_does_not_fit(cli: Cli) -> None:
 
 def test_configuration_table_is_readable_without_a_terminal(cli: Cli) -> None:
     result = cli(
-        "plan", "--model", "llama-3-8b", "--instance-type", "inf2.48xlarge", "--tensor-parallel", "8"
+        "plan",
+        "--model",
+        "llama-3-8b",
+        "--instance-type",
+        "inf2.48xlarge",
+        "--tensor-parallel",
+        "8",
     )
     assert result.exit_code == 0, result.stderr
     assert "\x1b[" not in result.stdout
@@ -138,7 +144,9 @@ def test_platform_plan_of_the_reference_app() -> None:
     assert all(d.configuration.fits for d in result.deployments)
     pools = {p.name: p for p in result.pools}
     assert pools["system"].price_per_hour_min == pytest.approx(2 * 0.384)
-    assert result.price_per_hour_max == pytest.approx(sum(p.price_per_hour_max for p in pools.values()))
+    assert result.price_per_hour_max == pytest.approx(
+        sum(p.price_per_hour_max for p in pools.values())
+    )
 
 
 def test_plan_table_for_the_reference_platform(cli: Cli) -> None:
@@ -167,8 +175,20 @@ def test_markdown_is_written_and_deterministic(cli: Cli, tmp_path: Path) -> None
     assert text.startswith("# Capacity and cost plan")
     assert "| llama3-8b-inf2 | inf2.48xlarge | 8 | 3 | 1-2 |" in text
     assert "| **cluster** |" in text
-    again = platform_markdown(plan.plan_platform(load_platform(REFERENCE_PLATFORM)), "deployments.yaml")
+    again = platform_markdown(
+        plan.plan_platform(load_platform(REFERENCE_PLATFORM)), "deployments.yaml"
+    )
     assert text == again
+
+
+def test_committed_plan_is_fresh() -> None:
+    """k8s_manifests/PLAN.md is what `make synth` writes from deployments.yaml now."""
+    committed = REPO_ROOT / "k8s_manifests" / "PLAN.md"
+    assert committed.exists(), "k8s_manifests/PLAN.md is missing; run `make synth`"
+    expected = platform_markdown(
+        plan.plan_platform(load_platform(REFERENCE_PLATFORM)), REFERENCE_PLATFORM.name
+    )
+    assert committed.read_text() == expected, "k8s_manifests/PLAN.md is stale; run `make synth`"
 
 
 def test_tensor_parallel_rule_agrees_with_the_spec() -> None:

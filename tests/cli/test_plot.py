@@ -27,7 +27,12 @@ def test_candidates_are_the_accelerator_instances_the_model_fits_on() -> None:
     assert len(names) == len(found), "one point per instance type"
     for c in found:
         assert c.fits
-        assert plan.tensor_parallel_problem(LLAMA, INSTANCE_TYPES[c.instance_type], c.tensor_parallel_size) is None
+        assert (
+            plan.tensor_parallel_problem(
+                LLAMA, INSTANCE_TYPES[c.instance_type], c.tensor_parallel_size
+            )
+            is None
+        )
     costs = [c.cost_per_million_tokens for c in found]
     assert costs == sorted(costs)
 
@@ -85,7 +90,9 @@ def test_plot_with_a_selected_configuration(cli: Callable[..., Result], tmp_path
 
 
 @pytest.mark.parametrize("args", [("--plot", "x.png"), ("--instance-type", "inf2.48xlarge")])
-def test_configuration_options_need_a_model(cli: Callable[..., Result], args: tuple[str, ...]) -> None:
+def test_configuration_options_need_a_model(
+    cli: Callable[..., Result], args: tuple[str, ...]
+) -> None:
     result = cli("plan", *args)
     assert result.exit_code == 2
     assert "need --model" in result.stderr

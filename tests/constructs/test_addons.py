@@ -109,7 +109,9 @@ def test_cluster_autoscaler_matches_the_cluster_and_waits_for_its_identity(
     assert values["nodeSelector"] == SYSTEM_SELECTOR
     associations = reference.resources("AWS::EKS::PodIdentityAssociation")
     (association_id,) = (
-        k for k, v in associations.items() if v["Properties"]["ServiceAccount"] == "cluster-autoscaler"
+        k
+        for k, v in associations.items()
+        if v["Properties"]["ServiceAccount"] == "cluster-autoscaler"
     )
     assert association_id in chart["DependsOn"]
     association = associations[association_id]
@@ -196,5 +198,7 @@ def test_mountpoint_role_reads_only_the_mounted_prefixes(reference: Synthesized)
     # Both Mountpoint deployments, plus the Neuron one's compiled artifacts; not the
     # Run:ai Streamer deployment (models/mistral-7b/), which reads S3 itself.
     assert listed == ["models/llama-3-8b/", "models/qwen2.5-7b/", "neuron-artifacts/"]
-    actions = {a for s in policy for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    actions = {
+        a for s in policy for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
     assert actions == {"s3:ListBucket", "s3:GetObject"}

@@ -24,7 +24,9 @@ def test_every_supported_version_pins_its_components() -> None:
 
 
 def test_unsupported_kubernetes_version_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match=r"'1\.29' is not supported; use one of 1\.33, 1\.34, 1\.35"):
+    with pytest.raises(
+        ValueError, match=r"'1\.29' is not supported; use one of 1\.33, 1\.34, 1\.35"
+    ):
         kubernetes_release("1.29")
 
 
@@ -36,7 +38,7 @@ def test_missing_kubectl_layer_package_names_the_package(monkeypatch: pytest.Mon
         kube_scheduler_image_tag="v1.99.0-eks-1-99-1",
     )
     monkeypatch.setitem(versions.KUBERNETES_RELEASES, "1.99", release)
-    with pytest.raises(ValueError, match="pip install aws-cdk.lambda-layer-kubectl-v99"):
+    with pytest.raises(ValueError, match=r"pip install aws-cdk\.lambda-layer-kubectl-v99"):
         kubectl_layer(Construct(App(), "Scope"), "Layer", "1.99")
 
 
@@ -55,9 +57,7 @@ def test_native_cluster_at_1_35_with_encrypted_secrets_and_all_logs(
             "EncryptionConfig": [
                 {"Provider": {"KeyArn": Match.any_value()}, "Resources": ["secrets"]}
             ],
-            "Logging": {
-                "ClusterLogging": {"EnabledTypes": [{"Type": t} for t in LOG_TYPES]}
-            },
+            "Logging": {"ClusterLogging": {"EnabledTypes": [{"Type": t} for t in LOG_TYPES]}},
             "AccessConfig": Match.object_like(
                 {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
             ),
@@ -83,11 +83,16 @@ def test_no_default_capacity_and_no_bundled_neuron_plugin(reference: Synthesized
 @pytest.mark.xdist_group("synth")
 def test_kubectl_provider_uses_the_matching_layer(reference: Synthesized) -> None:
     layers = reference.resources("AWS::Lambda::LayerVersion")
-    descriptions = " ".join(str(layer["Properties"].get("Description", "")) for layer in layers.values())
+    descriptions = " ".join(
+        str(layer["Properties"].get("Description", "")) for layer in layers.values()
+    )
     assert "kubectl" in descriptions.lower()
     reference.template.has_resource_properties(
         "AWS::Lambda::Function",
-        {"Description": "onEvent handler for EKS kubectl resource provider", "VpcConfig": Match.any_value()},
+        {
+            "Description": "onEvent handler for EKS kubectl resource provider",
+            "VpcConfig": Match.any_value(),
+        },
     )
 
 

@@ -11,7 +11,6 @@ from eks_inference.constructs.nodegroups import cluster_autoscaler_tags
 from eks_inference.node_pools import NodePool
 from tests.conftest import Synthesized
 
-
 EXPECTED = {
     "m6i.2xlarge": ("AL2023_x86_64_STANDARD", []),
     "inf2.48xlarge": (
@@ -59,7 +58,11 @@ def test_one_nodegroup_per_pool_with_ami_type_taints_and_labels(reference: Synth
         assert props["CapacityType"] == "ON_DEMAND"
         assert "eks-inference.io/node-pool" in props["Labels"]
     assert by_type["g6e.2xlarge"]["Labels"]["nvidia.com/gpu.present"] == "true"
-    assert by_type["inf2.48xlarge"]["ScalingConfig"] == {"MinSize": 0, "MaxSize": 2, "DesiredSize": 0}
+    assert by_type["inf2.48xlarge"]["ScalingConfig"] == {
+        "MinSize": 0,
+        "MaxSize": 2,
+        "DesiredSize": 0,
+    }
 
 
 @pytest.mark.synth

@@ -8,6 +8,7 @@ special tokens are added), and generation replays ``reply`` one word per step.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -35,9 +36,11 @@ class FakeEngine:
     healthy: bool = True
     fail_after: int | None = None
     """Raise ``failure`` after this many steps."""
+    failing_calls: frozenset[int] | None = None
+    """Which generations (by call order) fail; all of them when ``None``."""
     failure: Exception = field(default_factory=lambda: RuntimeError("engine failed"))
     hold_after: int | None = None
-    """Block (until closed) after this many steps."""
+    """Block (until closed) after this many steps, unless failing."""
     calls: list[GenerateCall] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
@@ -49,7 +52,7 @@ class FakeEngine:
 
     async def apply_chat_template(self, messages: list[dict[str, str]]) -> str:
         roles = [m["role"] for m in messages]
-        if any(a == b for a, b in zip(roles, roles[1:], strict=False)):
+        if any(a == b for a, b in itertools.pairwise(roles)):
             raise InvalidRequestError("roles must alternate")
         return "".join(f"<|{m['role']}|> {m['content']} " for m in messages) + "<|assistant|>"
 
@@ -58,20 +61,23 @@ class FakeEngine:
     ) -> AsyncGenerator[GenerationStep, None]:
         if options.seed is not None and options.seed < 0:
             raise InvalidRequestError("seed must be non-negative")
+        fails = self.fail_after is not None and (
+            self.failing_calls is None or len(self.calls) in self.failing_calls
+        )
         self.calls.append(GenerateCall(prompt_token_ids, options, request_id))
-        return self._steps(options, request_id)
+        return self._steps(options, request_id, fails)
 
     async def _steps(
-        self, options: SamplingOptions, request_id: str
+        self, options: SamplingOptions, request_id: str, fails: bool
     ) -> AsyncGenerator[GenerationStep, None]:
         words = self.reply[: options.max_tokens]
         done = False
         try:
             for produced, word in enumerate(words, start=1):
                 await asyncio.sleep(0)
-                if self.fail_after is not None and produced > self.fail_after:
+                if fails and self.fail_after is not None and produced > self.fail_after:
                     raise self.failure
-                if self.hold_after is not None and produced > self.hold_after:
+                if not fails and self.hold_after is not None and produced > self.hold_after:
                     await asyncio.Event().wait()
                 last = produced == len(words)
                 reason = ("stop" if len(words) == len(self.reply) else "length") if last else None
@@ -126,7 +132,13 @@ async def call_app(
     With ``disconnect_after_chunks`` the client goes away once that many body chunks arrived,
     as a browser closing a stream would.
     """
-    body = raw_body if raw_body is not None else b"" if payload is None else json.dumps(payload).encode()
+    body = (
+        raw_body
+        if raw_body is not None
+        else b""
+        if payload is None
+        else json.dumps(payload).encode()
+    )
     scope = {
         "type": "http",
         # 2.3 makes Starlette listen for disconnects while streaming, as under Ray Serve.
@@ -168,10 +180,11 @@ async def call_app(
         elif message["type"] == "http.response.body":
             if message.get("body"):
                 chunks.append(message["body"])
-            if not message.get("more_body", False):
-                gone.set()
-            elif disconnect_after_chunks is not None and len(chunks) >= disconnect_after_chunks:
+            finished = not message.get("more_body", False)
+            leaving = disconnect_after_chunks is not None and len(chunks) >= disconnect_after_chunks
+            if finished or leaving:
                 gone.set()
 
-    await app(scope, receive, send)
+    # A response that never completes fails the test instead of hanging it.
+    await asyncio.wait_for(app(scope, receive, send), timeout=10)
     return HTTPResult(status=status, headers=headers, body=b"".join(chunks))

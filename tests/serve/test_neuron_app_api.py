@@ -77,7 +77,9 @@ def test_models_lists_the_served_model(engine: FakeEngine) -> None:
 
 def test_model_retrieval(engine: FakeEngine) -> None:
     assert request(engine, "GET", "/v1/models/llama-3-8b").json()["id"] == "llama-3-8b"
-    assert_error(request(engine, "GET", "/v1/models/gpt-4"), 404, param="model", code="model_not_found")
+    assert_error(
+        request(engine, "GET", "/v1/models/gpt-4"), 404, param="model", code="model_not_found"
+    )
 
 
 def test_unknown_routes_and_methods_answer_in_openai_error_shape(engine: FakeEngine) -> None:
@@ -101,7 +103,9 @@ def test_completion_response_shape_and_usage(engine: FakeEngine) -> None:
     assert body["object"] == "text_completion"
     assert isinstance(body["created"], int)
     assert body["model"] == "llama-3-8b"
-    assert body["choices"] == [{"index": 0, "text": REPLY, "logprobs": None, "finish_reason": "stop"}]
+    assert body["choices"] == [
+        {"index": 0, "text": REPLY, "logprobs": None, "finish_reason": "stop"}
+    ]
     # BOS plus four words in the prompt, five words generated.
     assert body["usage"] == {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
     (call,) = engine.calls
@@ -150,7 +154,12 @@ def test_completion_passes_sampling_settings(engine: FakeEngine) -> None:
 def test_completion_leaves_unset_sampling_to_the_engine(engine: FakeEngine) -> None:
     request(engine, "POST", "/v1/completions", {"prompt": "Hi"})
     options = engine.calls[0].options
-    assert (options.temperature, options.top_p, options.seed, options.stop) == (None, None, None, ())
+    assert (options.temperature, options.top_p, options.seed, options.stop) == (
+        None,
+        None,
+        None,
+        (),
+    )
 
 
 def test_completion_with_several_prompts_returns_one_choice_each(engine: FakeEngine) -> None:
@@ -180,7 +189,12 @@ def test_completion_stream_with_usage(engine: FakeEngine) -> None:
         engine,
         "POST",
         "/v1/completions",
-        {"prompt": "Hi you", "max_tokens": 3, "stream": True, "stream_options": {"include_usage": True}},
+        {
+            "prompt": "Hi you",
+            "max_tokens": 3,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
     ).event_payloads()
     *text_chunks, usage_chunk = chunks
     assert all(c["usage"] is None for c in text_chunks)
@@ -237,20 +251,30 @@ def test_chat_defaults_max_tokens_to_the_rest_of_the_context(engine: FakeEngine)
 
 def test_chat_prefers_max_completion_tokens(engine: FakeEngine) -> None:
     request(
-        engine, "POST", "/v1/chat/completions", {**CHAT, "max_tokens": 9, "max_completion_tokens": 3}
+        engine,
+        "POST",
+        "/v1/chat/completions",
+        {**CHAT, "max_tokens": 9, "max_completion_tokens": 3},
     )
     assert engine.calls[0].options.max_tokens == 3
 
 
 def test_chat_accepts_text_content_parts(engine: FakeEngine) -> None:
-    messages = [{"role": "user", "content": [{"type": "text", "text": "a b"}, {"type": "text", "text": "c"}]}]
+    messages = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "a b"}, {"type": "text", "text": "c"}],
+        }
+    ]
     body = request(engine, "POST", "/v1/chat/completions", {"messages": messages}).json()
     # "<|user|> a b\nc <|assistant|>": five words.
     assert body["usage"]["prompt_tokens"] == 5
 
 
 def test_chat_stream_events(engine: FakeEngine) -> None:
-    chunks = request(engine, "POST", "/v1/chat/completions", {**CHAT, "stream": True}).event_payloads()
+    chunks = request(
+        engine, "POST", "/v1/chat/completions", {**CHAT, "stream": True}
+    ).event_payloads()
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     first, *content, last = [c["choices"][0] for c in chunks]
     assert first["delta"] == {"role": "assistant", "content": ""}
@@ -306,7 +330,11 @@ def test_chat_template_rejection_is_a_400(engine: FakeEngine) -> None:
         ("/v1/chat/completions", {"model": "llama-3-8b"}, "messages"),
         ("/v1/chat/completions", {"messages": []}, "messages"),
         ("/v1/chat/completions", {"messages": [{"content": "hi"}]}, "messages.0.role"),
-        ("/v1/chat/completions", {"messages": [{"role": "tool", "content": "{}"}]}, "messages.0.role"),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "tool", "content": "{}"}]},
+            "messages.0.role",
+        ),
         (
             "/v1/chat/completions",
             {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
@@ -316,7 +344,11 @@ def test_chat_template_rejection_is_a_400(engine: FakeEngine) -> None:
         ("/v1/chat/completions", {**CHAT, "temperature": 3}, "temperature"),
         ("/v1/chat/completions", {**CHAT, "logprobs": True}, "logprobs"),
         ("/v1/chat/completions", {**CHAT, "tools": [{"type": "function"}]}, "tools"),
-        ("/v1/chat/completions", {**CHAT, "response_format": {"type": "json_object"}}, "response_format"),
+        (
+            "/v1/chat/completions",
+            {**CHAT, "response_format": {"type": "json_object"}},
+            "response_format",
+        ),
     ],
 )
 def test_invalid_requests_are_400_in_openai_error_shape(
@@ -345,7 +377,9 @@ def test_neutral_values_of_unsupported_fields_are_accepted(engine: FakeEngine) -
 @pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
 def test_an_unknown_model_is_404(engine: FakeEngine, path: str) -> None:
     payload = {"model": "gpt-4", "prompt": "x", "messages": [{"role": "user", "content": "x"}]}
-    error = assert_error(request(engine, "POST", path, payload), 404, param="model", code="model_not_found")
+    error = assert_error(
+        request(engine, "POST", path, payload), 404, param="model", code="model_not_found"
+    )
     assert "gpt-4" in error["message"]
     assert not engine.calls
 
@@ -358,7 +392,9 @@ def test_a_prompt_filling_the_context_is_400(engine: FakeEngine) -> None:
 
 
 def test_max_tokens_beyond_the_context_is_400(engine: FakeEngine) -> None:
-    result = request(engine, "POST", "/v1/completions", {"prompt": "a b c", "max_tokens": MAX_MODEL_LEN})
+    result = request(
+        engine, "POST", "/v1/completions", {"prompt": "a b c", "max_tokens": MAX_MODEL_LEN}
+    )
     error = assert_error(result, 400, param="max_tokens", code="context_length_exceeded")
     assert f"requested {4 + MAX_MODEL_LEN} tokens" in error["message"]
 
@@ -400,10 +436,19 @@ def test_a_failing_stream_ends_with_an_error_event_then_done(engine: FakeEngine)
     assert error_event["error"]["code"] == "engine_unavailable"
 
 
-def test_a_failing_prompt_of_several_cancels_the_others(engine: FakeEngine) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_failing_prompt_of_several_aborts_the_others(engine: FakeEngine, stream: bool) -> None:
     engine.fail_after = 1
-    result = request(engine, "POST", "/v1/completions", {"prompt": ["a", "b", "c"]})
-    assert_error(result, 500)
+    engine.failing_calls = frozenset({1})
+    engine.hold_after = 1  # the others would never finish on their own
+    result = request(
+        engine, "POST", "/v1/completions", {"prompt": ["a", "b", "c"], "stream": stream}
+    )
+    if stream:
+        assert result.event_payloads()[-1]["error"]["type"] == "server_error"
+    else:
+        assert_error(result, 500)
+    assert sorted(engine.aborted) == sorted(call.request_id for call in engine.calls)
     assert len(engine.aborted) == 3
 
 

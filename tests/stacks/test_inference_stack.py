@@ -103,9 +103,13 @@ def test_another_app_can_bring_its_own_vpc(tmp_path: Path) -> None:
         private_endpoint_only=True,
         admin_role_arn="arn:aws:iam::123456789012:role/PlatformAdmin",
     )
-    bucket = ModelBucket(stack, "Models", encryption_key=kms.Key(stack, "ModelKey", enable_key_rotation=True))
+    bucket = ModelBucket(
+        stack, "Models", encryption_key=kms.Key(stack, "ModelKey", enable_key_rotation=True)
+    )
     cluster.add_addons(model_bucket=bucket)
-    compile_role = iam.Role(stack, "CompileJob", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+    compile_role = iam.Role(
+        stack, "CompileJob", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com")
+    )
     bucket.grant_write_prefix(compile_role, "neuron-artifacts/")
     register_nag(app)
     template = Template.from_json(app.synth().get_stack_by_name("OwnVpc").template)
@@ -180,6 +184,26 @@ def test_another_app_can_bring_its_own_vpc(tmp_path: Path) -> None:
             }
         },
     )
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_a_fixed_environment_needs_no_lookup(tmp_path: Path) -> None:
+    context = {**cdk_context(), "account": "123456789012", "region": "us-east-1"}
+    app, _ = build_app(
+        PlatformSpec.from_yaml(REFERENCE_PLATFORM), app=App(context=context, outdir=str(tmp_path))
+    )
+    template = app.synth().get_stack_by_name("InferenceStack").template
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert "missing" not in manifest
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    assert [v for r in report["pluginReports"] for v in r.get("violations", [])] == []
+    zones = {
+        r["Properties"]["AvailabilityZone"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::EC2::Subnet"
+    }
+    assert zones == {"us-east-1a", "us-east-1b", "us-east-1c"}
 
 
 def _unshare_works() -> bool:

@@ -1,0 +1,159 @@
+"""Fixtures for the chart tests: platforms rendered once per session, without aws-cdk.
+
+The reference platform (deployments.yaml) is what `k8s_manifests/` holds; the variants
+platform adds deployments the reference does not exercise (standalone vLLM on Inferentia2,
+whole-node Neuron pods, compiling at startup, GPU tensor parallelism, scale to zero), so that
+every branch of every chart is rendered and checked by the same assertions.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic.warnings import PydanticDeprecatedSince20
+
+from eks_inference.charts.common import RenderContext
+from eks_inference.charts.render import render_files, render_platform
+from eks_inference.platform import PlatformSpec
+
+# The project turns PydanticDeprecatedSince20 into an error for its own models; Ray Serve's
+# schema module still uses deprecated Field arguments when first imported, so it is imported
+# here, before the test modules, with only Ray's warnings silenced.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", category=PydanticDeprecatedSince20, module=r"ray(\.|$)")
+    import ray.serve.schema  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE_PLATFORM = REPO / "deployments.yaml"
+# Shared reference data (CRDs, upstream samples) lives beside the checkout, never inside it.
+REFERENCE_DATA = REPO.parent / "shared" / "reference" / "data"
+
+CONTEXT = RenderContext(
+    bucket_name="eks-inference-models-example",
+    region="us-east-1",
+    neuron_ray_image="111122223333.dkr.ecr.us-east-1.amazonaws.com/eks-inference-neuron-ray:3f1c9a",
+)
+
+VARIANT_POOLS: list[dict[str, Any]] = [
+    {"name": "system", "instance_types": ["m6i.xlarge"], "min_size": 1, "max_size": 3},
+    {"name": "inf2-48", "instance_types": ["inf2.48xlarge"], "max_size": 4},
+    {"name": "inf2-8", "instance_types": ["inf2.8xlarge"], "max_size": 4},
+    {"name": "g6e", "instance_types": ["g6e.2xlarge"], "max_size": 4},
+    {"name": "g6e-12", "instance_types": ["g6e.12xlarge"], "max_size": 4},
+]
+VARIANT_DEPLOYMENTS: list[dict[str, Any]] = [
+    # Standalone vLLM on a part of an inf2.48xlarge: Neuron scheduler, artifacts, overrides.
+    {
+        "name": "llama-neuron-vllm",
+        "model": "llama-3-8b",
+        "instance_type": "inf2.48xlarge",
+        "engine": "vllm",
+        "tensor_parallel_size": 8,
+        "scaling": {"min_replicas": 2, "max_replicas": 2},
+        "weights": {"prefix": "models/llama-3-8b/"},
+        "neuron": {
+            "compiled_artifacts_prefix": "neuron-artifacts/",
+            "sequence_buckets": [1024, 128, 4096],
+            "overrides": {"fused_qkv": True},
+        },
+    },
+    # Standalone vLLM on all cores of an inf2.8xlarge: no Neuron scheduler needed.
+    {
+        "name": "llama-neuron-whole",
+        "model": "llama-3-8b",
+        "instance_type": "inf2.8xlarge",
+        "engine": "vllm",
+        "tensor_parallel_size": 2,
+        "limits": {"max_model_len": 4096, "max_num_seqs": 4},
+        "weights": {"prefix": "models/llama-3-8b/"},
+        "neuron": {"compiled_artifacts_prefix": "neuron-artifacts/"},
+    },
+    # Ray Serve on Inferentia2 compiling at startup (development): no artifacts volume.
+    {
+        "name": "mistral-neuron-dev",
+        "model": "mistral-7b",
+        "instance_type": "inf2.48xlarge",
+        "engine": "rayservice",
+        "tensor_parallel_size": 4,
+        "scaling": {"min_replicas": 1, "max_replicas": 2},
+        "weights": {"prefix": "models/mistral-7b/"},
+        "neuron": {"allow_compile_at_startup": True},
+    },
+    # Standalone vLLM on GPUs with a Mountpoint volume and tensor parallelism over 4 GPUs.
+    {
+        "name": "qwen-gpu-tp4",
+        "model": "qwen2.5-7b",
+        "instance_type": "g6e.12xlarge",
+        "engine": "vllm",
+        "tensor_parallel_size": 4,
+        "limits": {"max_model_len": 32768, "max_num_seqs": 64, "block_size": 32},
+        "weights": {"prefix": "models/qwen2.5-7b/"},
+    },
+    # Ray Serve LLM scaling to zero.
+    {
+        "name": "mistral-gpu-zero",
+        "model": "mistral-7b",
+        "instance_type": "g6e.2xlarge",
+        "engine": "rayservice",
+        "scaling": {"min_replicas": 0, "max_replicas": 3, "target_ongoing_requests": 8},
+        "weights": {"prefix": "models/mistral-7b/"},
+    },
+]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A platform and its rendering: objects per deployment, and the manifest files."""
+
+    platform: PlatformSpec
+    objects: dict[str, list[dict[str, Any]]]
+    files: dict[str, str]
+
+    def all_objects(self) -> list[dict[str, Any]]:
+        return [o for objects in self.objects.values() for o in objects]
+
+
+def _render(platform: PlatformSpec) -> Rendered:
+    return Rendered(
+        platform=platform,
+        objects=render_platform(platform, CONTEXT),
+        files=render_files(platform, CONTEXT),
+    )
+
+
+@pytest.fixture(scope="session")
+def reference_platform() -> PlatformSpec:
+    return PlatformSpec.from_yaml(REFERENCE_PLATFORM)
+
+
+@pytest.fixture(scope="session")
+def variants_platform() -> PlatformSpec:
+    return PlatformSpec.model_validate(
+        {
+            "model_bucket_name": CONTEXT.bucket_name,
+            "node_pools": VARIANT_POOLS,
+            "deployments": VARIANT_DEPLOYMENTS,
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def reference(reference_platform: PlatformSpec) -> Rendered:
+    """The reference platform rendered once per session."""
+    return _render(reference_platform)
+
+
+@pytest.fixture(scope="session")
+def variants(variants_platform: PlatformSpec) -> Rendered:
+    return _render(variants_platform)
+
+
+@pytest.fixture(scope="session", params=["reference", "variants"])
+def rendered(request: pytest.FixtureRequest) -> Rendered:
+    """Each rendered platform in turn, for assertions that hold for every deployment."""
+    result: Rendered = request.getfixturevalue(request.param)
+    return result

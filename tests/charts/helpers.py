@@ -1,0 +1,74 @@
+"""Walk rendered objects: pod templates with the pool they must land on, containers, lookups."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from eks_inference.node_pools import NodePool
+from eks_inference.platform import PlatformSpec
+from eks_inference.spec import ModelDeploymentSpec
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    """One pod template of a deployment and the node pool its pods must run on."""
+
+    deployment: ModelDeploymentSpec
+    role: str  # "vllm", "ray-head" or "ray-worker"
+    pool: NodePool
+    spec: dict[str, Any]
+
+    @property
+    def containers(self) -> list[dict[str, Any]]:
+        containers: list[dict[str, Any]] = self.spec["containers"]
+        return containers
+
+    @property
+    def server(self) -> dict[str, Any]:
+        """The model server (or Ray) container, first in the pod."""
+        return self.containers[0]
+
+    def env(self) -> dict[str, str]:
+        return {e["name"]: e["value"] for e in self.server.get("env", [])}
+
+    def volume(self, name: str) -> dict[str, Any]:
+        return next(v for v in self.spec.get("volumes", []) if v["name"] == name)
+
+    def mounts(self) -> dict[str, dict[str, Any]]:
+        return {m["mountPath"]: m for m in self.server.get("volumeMounts", [])}
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = of_kind(objects, kind)
+    return found
+
+
+def pod_templates(
+    platform: PlatformSpec, objects: dict[str, list[dict[str, Any]]]
+) -> Iterator[PodTemplate]:
+    """Every pod template rendered for ``platform``, with the pool it must be placed on."""
+    for spec in platform.deployments:
+        placement = platform.placement(spec)
+        for obj in objects.get(spec.name, []):
+            if obj["kind"] == "Deployment":
+                yield PodTemplate(spec, "vllm", placement.workers, obj["spec"]["template"]["spec"])
+            elif obj["kind"] == "RayService":
+                cluster = obj["spec"]["rayClusterConfig"]
+                head = cluster["headGroupSpec"]["template"]["spec"]
+                yield PodTemplate(spec, "ray-head", placement.head, head)
+                for group in cluster["workerGroupSpecs"]:
+                    worker = group["template"]["spec"]
+                    yield PodTemplate(spec, "ray-worker", placement.workers, worker)
+
+
+def serve_config(ray_service: dict[str, Any]) -> dict[str, Any]:
+    config: dict[str, Any] = yaml.safe_load(ray_service["spec"]["serveConfigV2"])
+    return config

@@ -1,0 +1,175 @@
+"""RayService: cluster shape, autoscaling on queue depth, Serve configs, the Neuron application."""
+
+from __future__ import annotations
+
+import hashlib
+
+from eks_inference import names
+from eks_inference.artifacts import artifact_prefix
+from eks_inference.charts.common import (
+    ARTIFACTS_MOUNT_PATH,
+    MODEL_MOUNT_PATH,
+    SCRATCH_COMPILED_ARTIFACTS_PATH,
+    rollout_seconds,
+)
+from eks_inference.charts.engine import (
+    NEURON_SERVER_DEPLOYMENT,
+    max_ongoing_requests,
+    neuron_app_args,
+)
+from eks_inference.charts.rayservice import SERVE_APP_PATH, neuron_app_source
+from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.versions import RAY_LLM_GPU_IMAGE, RAY_VERSION
+from tests.charts.conftest import CONTEXT, Rendered
+from tests.charts.helpers import of_kind, one, pod_templates, serve_config
+
+
+def _ray_specs(rendered: Rendered) -> list[ModelDeploymentSpec]:
+    return [s for s in rendered.platform.deployments if s.engine == "rayservice"]
+
+
+def test_cluster_and_worker_group_follow_the_spec(rendered: Rendered) -> None:
+    for spec in _ray_specs(rendered):
+        service = one(rendered.objects[spec.name], "RayService")
+        assert service["metadata"]["name"] == spec.name
+        cluster = service["spec"]["rayClusterConfig"]
+        assert cluster["rayVersion"] == RAY_VERSION
+        assert cluster["enableInTreeAutoscaling"] is True
+        options = cluster["autoscalerOptions"]
+        assert options["idleTimeoutSeconds"] > 0
+        assert options["upscalingMode"] in {"Default", "Aggressive", "Conservative"}
+        assert options["version"] == "v2"
+        (group,) = cluster["workerGroupSpecs"]
+        assert group["minReplicas"] == spec.scaling.min_replicas
+        assert group["maxReplicas"] == spec.scaling.max_replicas
+        assert group["replicas"] == spec.scaling.min_replicas
+        assert service["spec"]["upgradeStrategy"] == {"type": "NewCluster"}
+        assert service["spec"]["excludeHeadPodFromServeSvc"] is (spec.scaling.min_replicas > 0)
+
+
+def test_initializing_timeout_covers_a_rollout(rendered: Rendered) -> None:
+    for spec in _ray_specs(rendered):
+        service = one(rendered.objects[spec.name], "RayService")
+        timeout = service["metadata"]["annotations"]["ray.io/initializing-timeout"]
+        assert timeout.endswith("m")
+        assert int(timeout.removesuffix("m")) * 60 >= rollout_seconds(spec)
+        assert "serviceUnhealthySecondThreshold" not in service["spec"]
+        assert "deploymentUnhealthySecondThreshold" not in service["spec"]
+
+
+def test_serve_autoscales_on_queue_depth(rendered: Rendered) -> None:
+    for spec in _ray_specs(rendered):
+        (application,) = serve_config(one(rendered.objects[spec.name], "RayService"))[
+            "applications"
+        ]
+        if spec.on_neuron:
+            (deployment,) = application["deployments"]
+            settings = deployment
+        else:
+            (llm_config,) = application["args"]["llm_configs"]
+            settings = llm_config["deployment_config"]
+        autoscaling = settings["autoscaling_config"]
+        assert autoscaling["target_ongoing_requests"] == spec.target_ongoing_requests
+        assert autoscaling["min_replicas"] == spec.scaling.min_replicas
+        assert autoscaling["max_replicas"] == spec.scaling.max_replicas
+        assert settings["max_ongoing_requests"] == max_ongoing_requests(spec)
+        assert settings["max_ongoing_requests"] >= spec.limits.max_num_seqs
+        assert settings["max_ongoing_requests"] >= spec.target_ongoing_requests
+
+
+def test_gpu_application_is_ray_serve_llm(rendered: Rendered) -> None:
+    gpu = [s for s in _ray_specs(rendered) if not s.on_neuron]
+    assert gpu
+    for spec in gpu:
+        service = one(rendered.objects[spec.name], "RayService")
+        (application,) = serve_config(service)["applications"]
+        assert application["import_path"] == "ray.serve.llm:build_openai_app"
+        (llm_config,) = application["args"]["llm_configs"]
+        assert llm_config["model_loading_config"] == {
+            "model_id": spec.model.id,
+            "model_source": MODEL_MOUNT_PATH,
+        }
+        assert llm_config["accelerator_type"] == "L40S"
+        engine = llm_config["engine_kwargs"]
+        assert not {"model", "served_model_name"} & set(engine)
+        assert engine["tensor_parallel_size"] == spec.tensor_parallel_size
+        assert engine["max_num_seqs"] == spec.limits.max_num_seqs
+        assert engine["max_model_len"] == spec.limits.max_model_len
+        for template in pod_templates(rendered.platform, {spec.name: rendered.objects[spec.name]}):
+            assert template.server["image"] == RAY_LLM_GPU_IMAGE
+
+
+def test_neuron_application_is_the_projects_own(rendered: Rendered) -> None:
+    neuron = [s for s in _ray_specs(rendered) if s.on_neuron]
+    assert neuron
+    for spec in neuron:
+        objects = rendered.objects[spec.name]
+        (application,) = serve_config(one(objects, "RayService"))["applications"]
+        assert application["import_path"] == "neuron_app:build_app"
+        assert application["args"] == neuron_app_args(spec)
+        assert set(application["args"]) == {
+            "model",
+            "served_model_name",
+            "tensor_parallel_size",
+            "max_model_len",
+            "max_num_seqs",
+            "block_size",
+            "additional_config",
+        }
+        (deployment,) = application["deployments"]
+        assert deployment["name"] == NEURON_SERVER_DEPLOYMENT
+        resources = deployment["ray_actor_options"]["resources"]
+        assert resources == {"neuron_cores": spec.tensor_parallel_size}
+
+        config_map = one(objects, "ConfigMap")
+        assert config_map["data"] == {"neuron_app.py": neuron_app_source()}
+        digest = hashlib.sha256(neuron_app_source().encode()).hexdigest()
+        for template in pod_templates(rendered.platform, {spec.name: objects}):
+            assert template.server["image"] == CONTEXT.neuron_ray_image
+            env = template.env()
+            assert env["PYTHONPATH"] == SERVE_APP_PATH
+            mount = template.mounts()[SERVE_APP_PATH]
+            volume = template.volume(mount["name"])
+            assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+        service = one(objects, "RayService")
+        cluster = service["spec"]["rayClusterConfig"]
+        for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
+            annotations = group["template"]["metadata"]["annotations"]
+            assert annotations["eks-inference.io/serve-app-sha256"] == digest
+
+
+def test_neuron_workers_find_their_compiled_artifacts(rendered: Rendered) -> None:
+    for template in pod_templates(rendered.platform, rendered.objects):
+        spec = template.deployment
+        if spec.engine != "rayservice" or not spec.on_neuron or template.role != "ray-worker":
+            continue
+        prefix = spec.neuron_options.compiled_artifacts_prefix
+        env = template.env()
+        if prefix is None:
+            assert env["NEURON_COMPILED_ARTIFACTS"] == SCRATCH_COMPILED_ARTIFACTS_PATH
+            assert ARTIFACTS_MOUNT_PATH not in template.mounts()
+            continue
+        key = artifact_prefix(spec).removeprefix(prefix).rstrip("/")
+        assert env["NEURON_COMPILED_ARTIFACTS"] == f"{ARTIFACTS_MOUNT_PATH}/{key}"
+        assert template.mounts()[ARTIFACTS_MOUNT_PATH]["readOnly"] is True
+
+
+def test_workers_mount_the_weights_heads_do_not(rendered: Rendered) -> None:
+    for template in pod_templates(rendered.platform, rendered.objects):
+        if template.role == "vllm":
+            continue
+        mounts = template.mounts()
+        if template.role == "ray-head":
+            assert MODEL_MOUNT_PATH not in mounts
+            assert not [v for v in template.spec["volumes"] if "persistentVolumeClaim" in v]
+        else:
+            assert mounts[MODEL_MOUNT_PATH]["readOnly"] is True
+            claim = template.volume(mounts[MODEL_MOUNT_PATH]["name"])["persistentVolumeClaim"]
+            claims = of_kind(rendered.objects[template.deployment.name], "PersistentVolumeClaim")
+            assert claim["claimName"] in {c["metadata"]["name"] for c in claims}
+
+
+def test_service_account_is_the_deployments(rendered: Rendered) -> None:
+    for spec in _ray_specs(rendered):
+        account = one(rendered.objects[spec.name], "ServiceAccount")
+        assert account["metadata"]["name"] == names.service_account_name(spec.name)
