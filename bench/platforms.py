@@ -50,7 +50,7 @@ def generated_platform(deployments: int) -> PlatformSpec:
         specs.append(ModelDeploymentSpec.model_validate({**kind, "name": name, "weights": weights}))
     nodes: Counter[str] = Counter()
     for spec in specs:
-        nodes[spec.instance_type] += spec.max_nodes
+        nodes[spec.instance_type] += spec.nodes_during_rollout
     pools = [
         {"name": "system", "instance_types": ["m6i.2xlarge"], "min_size": 2, "max_size": 8},
         {"name": "inf2", "instance_types": ["inf2.48xlarge"], "max_size": nodes["inf2.48xlarge"]},

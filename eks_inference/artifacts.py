@@ -13,7 +13,7 @@ never loaded by mistake and old ones stay in place for a rollback.
 Example key for Llama-3-8B at TP 8, a batch of 32 and 4k context::
 
     neuron-artifacts/meta-llama--Meta-Llama-3-8B-Instruct/main/neuron-2.31.1/
-        tp8-seqs32-len4096-bfloat16-3f9c2a71/
+        tp8-seqs32-len4096-bfloat16-<8 hex digits of the hash>/
 """
 
 from __future__ import annotations

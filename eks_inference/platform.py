@@ -1,9 +1,9 @@
 """``PlatformSpec``: the cluster's node pools, its model bucket and the deployments it serves.
 
 Rules that span deployments live here: a deployment's instance type must be offered by exactly
-one node pool, deployments sharing a pool must fit in its ``max_size``, and Ray heads need a
-CPU pool. A :class:`Placement` tells the charts which pool each pod goes to, so selectors and
-tolerations are always taken from a pool that exists.
+one node pool, deployments sharing a pool must fit in its ``max_size`` (rollouts included), and
+Ray heads need a CPU pool. A :class:`Placement` tells the charts which pool each pod goes to,
+so selectors and tolerations are always taken from a pool that exists.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class PlatformSpec(BaseModel):
                 )
                 continue
             nodes_per_pool[pools[0].name] = (
-                nodes_per_pool.get(pools[0].name, 0) + deployment.max_nodes
+                nodes_per_pool.get(pools[0].name, 0) + deployment.nodes_during_rollout
             )
         for j, pool in enumerate(self.node_pools):
             needed = nodes_per_pool.get(pool.name, 0)
@@ -118,7 +118,9 @@ class PlatformSpec(BaseModel):
                 problems.add(
                     ("node_pools", j, "max_size"),
                     f"deployments {users} need up to {needed} {pool.instance.name} nodes at "
-                    f"max_replicas, but pool {pool.name!r} has max_size {pool.max_size}; set "
+                    "max_replicas during a rollout (one surge pod per vLLM Deployment, a new "
+                    f"Ray cluster at min_replicas per RayService), but pool {pool.name!r} has "
+                    f"max_size {pool.max_size}; set "
                     f"max_size >= {needed} or lower their max_replicas",
                     pool.max_size,
                 )

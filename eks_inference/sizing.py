@@ -102,6 +102,46 @@ def max_num_seqs_that_fit(
     return max(free // (kv_cache_bytes_per_token(model) * max_model_len), 0)
 
 
+def tensor_parallel_problem(
+    model: ModelArchitecture, instance: InstanceType, tensor_parallel_size: int
+) -> str | None:
+    """Why ``tensor_parallel_size`` cannot work for ``model`` on ``instance``, or None.
+
+    The degree must be one the instance's topology runs, divide the attention heads, and on
+    GPUs either divide the KV heads or be a multiple of them (vLLM's sharding rule).
+    """
+    tp = tensor_parallel_size
+    if tp not in instance.valid_tensor_parallel:
+        return (
+            f"tensor_parallel_size {tp} is not supported by the topology of {instance.name} "
+            f"(valid: {list(instance.valid_tensor_parallel)})"
+        )
+    if model.num_attention_heads % tp:
+        return (
+            f"tensor_parallel_size {tp} does not divide the model's "
+            f"{model.num_attention_heads} attention heads"
+        )
+    if (
+        instance.accelerator is Accelerator.NVIDIA
+        and model.num_kv_heads % tp
+        and tp % model.num_kv_heads
+    ):
+        return (
+            f"on GPUs the {model.num_kv_heads} KV heads must be divisible by "
+            f"tensor_parallel_size {tp} (or TP a multiple of them)"
+        )
+    return None
+
+
+def usable_tensor_parallel(model: ModelArchitecture, instance: InstanceType) -> tuple[int, ...]:
+    """Tensor-parallel degrees that the topology and the model's heads allow."""
+    return tuple(
+        tp
+        for tp in instance.valid_tensor_parallel
+        if tensor_parallel_problem(model, instance, tp) is None
+    )
+
+
 def replicas_per_node(instance: InstanceType, tensor_parallel_size: int) -> int:
     """Model replicas one node holds: each takes ``tensor_parallel_size`` cores or GPUs."""
     return instance.cores // tensor_parallel_size

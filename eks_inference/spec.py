@@ -193,7 +193,25 @@ class ModelDeploymentSpec(BaseModel):
 
     @property
     def max_nodes(self) -> int:
+        """Nodes the deployment occupies at ``max_replicas``."""
         return sizing.nodes_needed(self.scaling.max_replicas, self.replicas_per_node)
+
+    @property
+    def rollout_headroom_replicas(self) -> int:
+        """Replicas a rollout runs beside the current ones.
+
+        A vLLM Deployment surges one pod before it removes an old one (no capacity is lost
+        during an update); a RayService upgrade starts a new Ray cluster at ``min_replicas``
+        workers and switches traffic only once it serves.
+        """
+        return 1 if self.engine == "vllm" else max(self.scaling.min_replicas, 1)
+
+    @property
+    def nodes_during_rollout(self) -> int:
+        """Nodes needed while a rollout runs at ``max_replicas``: the pool must hold this."""
+        return sizing.nodes_needed(
+            self.scaling.max_replicas + self.rollout_headroom_replicas, self.replicas_per_node
+        )
 
     @property
     def target_ongoing_requests(self) -> int:
@@ -276,45 +294,16 @@ def _check_tensor_parallel(
 ) -> bool:
     """Check TP against the topology and the heads; True when TP is usable for sizing."""
     arch = spec.model.architecture
-    tp = spec.tensor_parallel_size
-    usable = [
-        d
-        for d in instance.valid_tensor_parallel
-        if arch.num_attention_heads % d == 0
-        and (
-            instance.accelerator is Accelerator.NEURON
-            or arch.num_kv_heads % d == 0
-            or d % arch.num_kv_heads == 0
-        )
-    ]
-    hint = f"degrees that work for this model on {instance.name}: {usable or 'none'}"
-    before = len(problems)
-    if tp not in instance.valid_tensor_parallel:
-        problems.add(
-            ("tensor_parallel_size",),
-            f"tensor_parallel_size {tp} is not supported by the topology of {instance.name} "
-            f"(valid: {list(instance.valid_tensor_parallel)}); {hint}",
-            tp,
-        )
-    elif arch.num_attention_heads % tp:
-        problems.add(
-            ("tensor_parallel_size",),
-            f"tensor_parallel_size {tp} does not divide the model's "
-            f"{arch.num_attention_heads} attention heads; {hint}",
-            tp,
-        )
-    elif (
-        instance.accelerator is Accelerator.NVIDIA
-        and arch.num_kv_heads % tp
-        and tp % arch.num_kv_heads
-    ):
-        problems.add(
-            ("tensor_parallel_size",),
-            f"on GPUs the {arch.num_kv_heads} KV heads must be divisible by "
-            f"tensor_parallel_size {tp} (or TP a multiple of them); {hint}",
-            tp,
-        )
-    return len(problems) == before
+    problem = sizing.tensor_parallel_problem(arch, instance, spec.tensor_parallel_size)
+    if problem is None:
+        return True
+    usable = list(sizing.usable_tensor_parallel(arch, instance)) or "none"
+    problems.add(
+        ("tensor_parallel_size",),
+        f"{problem}; degrees that work for this model on {instance.name}: {usable}",
+        spec.tensor_parallel_size,
+    )
+    return False
 
 
 def _check_memory(spec: ModelDeploymentSpec, instance: InstanceType, problems: Problems) -> None:

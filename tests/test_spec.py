@@ -198,6 +198,7 @@ def test_valid_specs_derive_placement_numbers() -> None:
     neuron = ModelDeploymentSpec.model_validate(neuron_spec(scaling={"max_replicas": 4}))
     assert neuron.replicas_per_node == 3
     assert neuron.max_nodes == 2
+    assert neuron.nodes_during_rollout == 2  # 4 workers + a new cluster's 1 still fit 2 nodes
     assert neuron.target_ongoing_requests == 24
     gpu = ModelDeploymentSpec.model_validate(gpu_spec())
     assert gpu.model.id == "mistralai/Mistral-7B-Instruct-v0.1"

@@ -86,12 +86,13 @@ class VllmChart(DeploymentChart):
       without taking the whole model down; unhealthy pods may always be evicted.
 
     cdk8s-plus defaults overridden here: ``runAsNonRoot`` is off because the vLLM and Neuron
-    images run as root (the Neuron runtime opens its devices as root); the root filesystem
-    stays read-only, with bounded emptyDirs for HOME and /tmp; CPU and memory come from the
-    instance size with requests equal to limits (Guaranteed QoS, so the kubelet never evicts
-    a loaded model first); images are pulled only if not present (the tags are pinned, and
-    an inference image is tens of GiB); probes are HTTP on ``/health``, the startup probe
-    sized for the model load.
+    images are built to run as root (their Python environments are installed for root and
+    they define no serving user), which the kubelet would refuse; privilege escalation stays
+    off and the root filesystem read-only, with bounded emptyDirs for HOME and /tmp; CPU and
+    memory come from the instance size with requests equal to limits (Guaranteed QoS, so the
+    kubelet never evicts a loaded model first); images are pulled only if not present (the
+    tags are pinned, and an inference image is tens of GiB); probes are HTTP on ``/health``,
+    the startup probe sized for the model load.
     """
 
     def __init__(
@@ -249,11 +250,11 @@ class VllmChart(DeploymentChart):
     def _place(self, spec: ModelDeploymentSpec, placement: Placement) -> None:
         """Patch what cdk8s-plus cannot express: pool, scheduler and device-plugin resources.
 
-        The node selector and tolerations are the pool's own (cdk8s-plus would express the
-        selector as node affinity, which the Cluster Autoscaler also understands, but an exact
-        copy of the pool's selector is what the test of every chart checks). On Neuron, a pod
-        that takes part of a node's cores goes to the Neuron scheduler extension, which
-        assigns contiguous cores, as tensor parallelism over NeuronLink needs.
+        The node selector and tolerations are copied from the pool (cdk8s-plus only writes
+        node affinity), so the pod selects exactly the labels the node group carries and
+        tolerates exactly its taints. On Neuron, a pod that takes part of a node's cores goes
+        to the Neuron scheduler extension, which assigns contiguous cores, as tensor
+        parallelism over NeuronLink needs.
         """
         pool = placement.workers
         deployment = cdk8s.ApiObject.of(self.deployment)

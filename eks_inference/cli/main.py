@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from eks_inference import sizing
 from eks_inference.catalog import ModelArchitecture
 from eks_inference.cli import console, inputs, plan_render
 from eks_inference.cli import plan as planning
@@ -96,8 +97,11 @@ def _emit(text: str, output: Path | None) -> None:
     if output is None:
         typer.echo(text, nl=not text.endswith("\n"))
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text if text.endswith("\n") else text + "\n")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text if text.endswith("\n") else text + "\n")
+    except OSError as error:
+        raise CommandFailed(f"cannot write {output}: {error.strerror or error}") from None
     typer.echo(f"wrote {output}", err=True)
 
 
@@ -183,9 +187,9 @@ def plan(
         if instance_type is None or tensor_parallel is None:
             raise BadInput("give both --instance-type and --tensor-parallel")
         instance = inputs.resolve_accelerator_instance(instance_type)
-        problem = planning.tensor_parallel_problem(arch, instance, tensor_parallel)
+        problem = sizing.tensor_parallel_problem(arch, instance, tensor_parallel)
         if problem:
-            usable = planning.usable_tensor_parallel(arch, instance)
+            usable = sizing.usable_tensor_parallel(arch, instance)
             raise BadInput(f"{problem}; usable for {model_name}: {list(usable) or 'none'}")
         selected = planning.plan_configuration(
             model_name,
@@ -236,7 +240,10 @@ def _plot(
         f"(max_model_len {max_model_len}, max_num_seqs {max_num_seqs})",
         selected=selected,
     )
-    plot.save_png(figure, path)
+    try:
+        plot.save_png(figure, path)
+    except OSError as error:
+        raise CommandFailed(f"cannot write {path}: {error.strerror or error}") from None
     typer.echo(f"wrote {path} ({len(points)} candidates)", err=True)
     if selected is None:
         if json_output:

@@ -59,45 +59,6 @@ class ConfigurationPlan:
         return asdict(self)
 
 
-def tensor_parallel_problem(
-    model: ModelArchitecture, instance: InstanceType, tensor_parallel_size: int
-) -> str | None:
-    """Why ``tensor_parallel_size`` cannot work for ``model`` on ``instance``, or None.
-
-    The same rule :class:`~eks_inference.spec.ModelDeploymentSpec` enforces (topology, attention
-    heads, and on GPUs the KV heads), restated here so that ``plan`` can size configurations
-    the spec would reject only for not fitting in memory; a test keeps the two in agreement.
-    """
-    tp = tensor_parallel_size
-    if tp not in instance.valid_tensor_parallel:
-        return (
-            f"tensor parallel {tp} is not supported by the topology of {instance.name} "
-            f"(valid: {', '.join(map(str, instance.valid_tensor_parallel))})"
-        )
-    if model.num_attention_heads % tp:
-        heads = model.num_attention_heads
-        return f"tensor parallel {tp} does not divide the model's {heads} attention heads"
-    if (
-        instance.accelerator is Accelerator.NVIDIA
-        and model.num_kv_heads % tp
-        and tp % model.num_kv_heads
-    ):
-        return (
-            f"on GPUs the {model.num_kv_heads} KV heads must be divisible by tensor parallel "
-            f"{tp} (or it a multiple of them)"
-        )
-    return None
-
-
-def usable_tensor_parallel(model: ModelArchitecture, instance: InstanceType) -> tuple[int, ...]:
-    """Tensor-parallel degrees that the topology and the model's heads allow."""
-    return tuple(
-        tp
-        for tp in instance.valid_tensor_parallel
-        if tensor_parallel_problem(model, instance, tp) is None
-    )
-
-
 def plan_configuration(
     model_name: str,
     model: ModelArchitecture,
@@ -169,7 +130,7 @@ def candidates(
             continue
         plans = [
             plan_configuration(model_name, model, instance, tp, max_model_len, max_num_seqs)
-            for tp in usable_tensor_parallel(model, instance)
+            for tp in sizing.usable_tensor_parallel(model, instance)
         ]
         fitting = [p for p in plans if p.fits]
         if fitting:

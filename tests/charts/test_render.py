@@ -67,14 +67,19 @@ def test_write_is_deterministic(tmp_path: Path, reference_platform: PlatformSpec
     assert set(_tree(first)) == set(render_files(reference_platform, CONTEXT))
 
 
-def test_write_replaces_the_whole_directory(
+def test_write_replaces_manifests_and_keeps_other_files(
     tmp_path: Path, reference_platform: PlatformSpec
 ) -> None:
+    """Folders of retired deployments and stale manifests go; PLAN.md (written by `plan`) stays."""
     out = tmp_path / "k8s_manifests"
     (out / "retired-deployment").mkdir(parents=True)
     (out / "retired-deployment" / "01-vllm.yaml").write_text("stale")
+    (out / "retired.yaml").write_text("stale")
+    (out / "PLAN.md").write_text("# Capacity and cost plan\n")
     written = write_manifests(reference_platform, out, CONTEXT)
     assert not (out / "retired-deployment").exists()
+    assert not (out / "retired.yaml").exists()
+    assert (out / "PLAN.md").read_text() == "# Capacity and cost plan\n"
     assert sorted(written) == sorted(p for p in out.rglob("*.yaml"))
     assert [p.name for p in tmp_path.iterdir()] == ["k8s_manifests"]
 

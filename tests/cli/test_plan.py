@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import Result
 
+from eks_inference import sizing
 from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
 from eks_inference.cli import plan
 from eks_inference.cli.inputs import load_platform
@@ -213,7 +214,7 @@ def test_tensor_parallel_rule_agrees_with_the_spec() -> None:
                     "weights": {"prefix": "w/"},
                     "neuron": neuron,
                 }
-                problem = plan.tensor_parallel_problem(entry.architecture, instance, tp)
+                problem = sizing.tensor_parallel_problem(entry.architecture, instance, tp)
                 try:
                     ModelDeploymentSpec.model_validate(raw)
                 except ValidationError as error:

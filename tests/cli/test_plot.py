@@ -9,6 +9,7 @@ import pytest
 from matplotlib.image import imread
 from typer.testing import Result
 
+from eks_inference import sizing
 from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
 from eks_inference.cli import plan
 from eks_inference.cli.plot import cost_throughput_figure, point_label
@@ -28,7 +29,7 @@ def test_candidates_are_the_accelerator_instances_the_model_fits_on() -> None:
     for c in found:
         assert c.fits
         assert (
-            plan.tensor_parallel_problem(
+            sizing.tensor_parallel_problem(
                 LLAMA, INSTANCE_TYPES[c.instance_type], c.tensor_parallel_size
             )
             is None
