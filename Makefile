@@ -58,14 +58,16 @@ synth: setup manifests
 deploy: setup
 	$(CDK) deploy InferenceStack
 
-test: setup-dev
+lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+test: lint
 	$(BIN)/pytest -n 2 --dist loadgroup
 
 bench: setup-dev
-	$(BIN)/python bench/run.py
+	$(BIN)/python -m bench.run
 
 clean:
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

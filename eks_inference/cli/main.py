@@ -64,6 +64,11 @@ class _OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+class SchemaKind(StrEnum):
+    DEPLOYMENT = "deployment"
+    PLATFORM = "platform"
+
+
 app = typer.Typer(
     name="eks-inference",
     cls=_OneLineErrors,
@@ -374,6 +379,20 @@ def manifests(
     spec = inputs.load_platform(platform)
     written = write(spec, out)
     typer.echo(f"wrote {plural(len(written), 'manifest file')} to {out}")
+
+
+@app.command()
+def schema(
+    kind: Annotated[
+        SchemaKind, typer.Argument(help="deployment (one model) or platform (the whole file).")
+    ] = SchemaKind.DEPLOYMENT,
+) -> None:
+    """Print the JSON Schema of a deployment spec or of a platform file, for editors and CI."""
+    from eks_inference.platform import PlatformSpec
+    from eks_inference.spec import ModelDeploymentSpec
+
+    model = ModelDeploymentSpec if kind is SchemaKind.DEPLOYMENT else PlatformSpec
+    typer.echo(json.dumps(model.model_json_schema(), indent=2))
 
 
 def main() -> None:

@@ -1,24 +1,82 @@
-"""``InferenceStack``: the cluster, its add-ons and the model bucket for one ``PlatformSpec``."""
+"""``InferenceStack``: the cluster, its add-ons, the model bucket and every model deployment.
+
+Each deployment is a :class:`DeploymentStack` (a CloudFormation nested stack) inside the one
+stack that ``cdk deploy InferenceStack`` deploys.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Environment, Stack
+from aws_cdk import Environment, NestedStack, Stack
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from eks_inference.constructs import InferenceAddons, InferenceCluster, ModelBucket
-from eks_inference.platform import PlatformSpec
+from eks_inference.constructs import (
+    InferenceAddons,
+    InferenceCluster,
+    ModelBucket,
+    ModelDeployment,
+)
+from eks_inference.platform import Placement, PlatformSpec
+from eks_inference.spec import ModelDeploymentSpec
+
+
+class DeploymentStack(NestedStack):
+    """The nested stack of one model deployment: its manifests, roles and associations.
+
+    A deployment adds a manifest custom resource per chart, IAM roles and policies and Pod
+    Identity associations, and a Neuron RayService manifest alone is tens of KB of template.
+    In one stack, CloudFormation's limits of 500 resources and a 1 MB template would cap a
+    platform at a few dozen deployments. Here the parent grows by one resource per deployment
+    (the ``AWS::CloudFormation::Stack``) and each nested template holds one deployment.
+
+    What crosses the boundary: the cluster name, the kubectl provider's service token and the
+    bucket's name and ARN arrive as nested-stack parameters, which CDK creates from the
+    references; dependencies on resources of the parent (kubectl readiness, the namespace, the
+    KubeRay operator, the Mountpoint add-on and its role, the Pod Identity agent) become
+    ``DependsOn`` of this stack's resource in the parent, so the whole deployment waits for
+    them and is deleted before them. The Mountpoint driver's read grant is the one change made
+    in the parent, since its role is shared by every volume of the cluster. Least privilege
+    stays per deployment: each nested stack holds its own roles, granted its own prefixes.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: InferenceCluster,
+        bucket: ModelBucket,
+        spec: ModelDeploymentSpec,
+        placement: Placement,
+        region: str,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description=f"Model deployment {spec.name} ({spec.model.id} on {spec.instance_type})",
+        )
+        self.deployment = ModelDeployment(
+            self,
+            "Deployment",
+            cluster=cluster,
+            bucket=bucket,
+            spec=spec,
+            placement=placement,
+            region=region,
+        )
 
 
 class InferenceStack(Stack):
-    """Everything a :class:`PlatformSpec` describes, in one stack.
+    """Everything a :class:`PlatformSpec` describes: one stack, one nested stack per deployment.
 
     Creates the :class:`ModelBucket` (named ``platform.model_bucket_name``, so the manifests
     in ``k8s_manifests/`` and the template agree), the :class:`InferenceCluster` with one
-    node group per pool, and its :class:`InferenceAddons`. The Mountpoint driver is given
-    read access to exactly the prefixes that the platform's Mountpoint volumes mount.
+    node group per pool, its :class:`InferenceAddons`, and for every deployment a
+    :class:`DeploymentStack` holding its :class:`ModelDeployment` (:attr:`deployments`). The
+    Mountpoint driver is given read access to exactly the prefixes the deployments' Mountpoint
+    volumes mount; pods are configured with ``platform.region``.
 
     The stack is environment-agnostic unless ``env`` is given; with an explicit region pass
     ``availability_zones`` too, so that no availability-zone lookup is needed at synth.
@@ -72,8 +130,18 @@ class InferenceStack(Stack):
             private_endpoint_only=private_endpoint_only,
         )
         self.addons: InferenceAddons = self.cluster.add_addons(model_bucket=self.model_bucket)
-        for prefix in self.mountpoint_prefixes(platform):
-            self.addons.grant_mountpoint_read(prefix)
+        self.deployments: dict[str, ModelDeployment] = {
+            spec.name: DeploymentStack(
+                self,
+                f"Deployment-{spec.name}",
+                cluster=self.cluster,
+                bucket=self.model_bucket,
+                spec=spec,
+                placement=platform.placement(spec),
+                region=platform.region,
+            ).deployment
+            for spec in platform.deployments
+        }
 
     @property
     def availability_zones(self) -> list[str]:
@@ -90,7 +158,11 @@ class InferenceStack(Stack):
 
     @staticmethod
     def mountpoint_prefixes(platform: PlatformSpec) -> list[str]:
-        """Bucket prefixes mounted through Mountpoint: weights, and compiled Neuron artifacts."""
+        """Bucket prefixes mounted through Mountpoint: weights, and compiled Neuron artifacts.
+
+        What the Mountpoint driver of ``platform`` can read; the grants themselves are made
+        by each :class:`ModelDeployment` from the volumes its charts render.
+        """
         prefixes: list[str] = []
         for deployment in platform.deployments:
             if deployment.weights.loader != "mountpoint":

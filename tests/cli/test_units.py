@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
+from typer.testing import CliRunner
 
 from eks_inference.cli.errors import summarize_validation_error
+from eks_inference.cli.main import app
 from eks_inference.cli.s3uri import S3Prefix, parse_prefix_uri
 from eks_inference.cli.text import format_bytes, plural
 from eks_inference.spec import ModelDeploymentSpec
@@ -53,3 +57,12 @@ def test_validation_summary_is_one_line_with_paths() -> None:
     assert "\n" not in summary
     assert summary.startswith("weights.prefix: weights prefix 'no-slash' must be a key prefix")
     assert "; tensor_parallel_size: tensor_parallel_size 3 is not supported" in summary
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"), [("deployment", "tensor_parallel_size"), ("platform", "node_pools")]
+)
+def test_schema_command_prints_the_json_schema(kind: str, field: str) -> None:
+    result = CliRunner().invoke(app, ["schema", kind])
+    assert result.exit_code == 0, result.output
+    assert field in json.loads(result.output)["properties"]
