@@ -29,6 +29,10 @@ from eks_inference.versions import NEURON_SDK_VERSION
 # Characters kept verbatim in a key segment; anything else becomes '-'. S3 accepts more, but
 # these are safe in keys, in paths inside a Mountpoint mount and in shell commands alike.
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# A segment used verbatim: safe characters, no leading, trailing or doubled '-' (the model
+# slug joins the parts of an id with '--'), and not a '.'/'..' path component, which a
+# Mountpoint mount could not address.
+_VERBATIM = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9._]+(-[A-Za-z0-9._]+)*$")
 _HASH_CHARS = 8
 
 
@@ -52,13 +56,27 @@ def override_neuron_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
     return config
 
 
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_CHARS]
+
+
 def _segment(value: str) -> str:
-    return _UNSAFE.sub("-", value).strip("-") or "-"
+    """``value`` as one key segment, distinct from the segment of any other value.
+
+    Usual values (Hugging Face names, branch names, commit hashes, SDK versions) are used
+    verbatim. Anything else is made safe and suffixed with a short hash of the original, so
+    that values differing only in unsafe characters (``refs/pr/1`` and ``refs-pr-1``) still
+    name different artifacts instead of silently sharing one set (barring a collision of the
+    32-bit hash with a verbatim value).
+    """
+    if _VERBATIM.match(value):
+        return value
+    readable = re.sub(r"-{2,}", "-", _UNSAFE.sub("-", value)).strip("-") or "x"
+    return f"{readable}-{_short_hash(value)}"
 
 
 def _config_hash(config: dict[str, Any]) -> str:
-    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:_HASH_CHARS]
+    return _short_hash(json.dumps(config, sort_keys=True, separators=(",", ":")))
 
 
 def artifact_prefix(spec: ModelDeploymentSpec) -> str:
@@ -68,7 +86,9 @@ def artifact_prefix(spec: ModelDeploymentSpec) -> str:
     tp<tp>-seqs<max_num_seqs>-len<max_model_len>-<dtype>-<hash>/`` where the slug replaces the
     ``/`` of the Hugging Face id with ``--`` and ``<hash>`` is a short SHA-256 of the
     canonical JSON of :func:`override_neuron_config`. The readable parts let an operator find
-    artifacts by eye; the hash covers the settings too long to spell out.
+    artifacts by eye; the hash covers the settings too long to spell out. A model id or
+    revision with characters unsafe in a key keeps a readable form plus a short hash of the
+    original, so distinct inputs never share a key.
 
     Raises ``ValueError`` when ``spec`` has no compiled-artifacts prefix (it serves on GPUs,
     or it compiles at startup for development).

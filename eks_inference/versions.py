@@ -117,3 +117,9 @@ KUBERAY_OPERATOR_IMAGE_TAG = f"v{KUBERAY_OPERATOR_CHART.version}"
 # with 1.33 to 1.35 (unverified here: no AWS API is reachable at build time).
 EKS_POD_IDENTITY_AGENT_ADDON_VERSION = "v1.3.10-eksbuild.3"
 MOUNTPOINT_S3_CSI_ADDON_VERSION = "v2.7.0-eksbuild.1"
+
+# AWS CLI v2 for the Neuron compile job's upload step: the official image, from ECR Public
+# rather than Docker Hub (no anonymous pull rate limit). EKS Pod Identity credentials need
+# AWS CLI 2.15.0 or later; this tag is one the project saw published for amazon/aws-cli
+# (unverified against ECR Public from here, which mirrors every release tag).
+AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.33.10"

@@ -1,13 +1,15 @@
-"""Shared fixtures: the reference app is synthesized once per test session.
+"""Shared fixtures: the reference app is synthesized once per session, as `cdk synth` would.
 
 A synth starts a Node.js process and renders the whole stack, so every test that needs the
 reference templates shares one synthesis (tests that use it are marked ``synth`` and grouped
-on one xdist worker).
+on one xdist worker). Apps are built with the context the CDK CLI passes, so feature flags and
+template metadata (and with them template sizes) are those of ``cdk synth``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,17 +22,46 @@ STACK_NAME = "InferenceStack"
 
 
 def cdk_context() -> dict[str, Any]:
-    """The context `cdk synth` passes from cdk.json, so tests synthesize what the CLI does."""
-    context: dict[str, Any] = json.loads((REPO / "cdk.json").read_text())["context"]
+    """The context `cdk synth` gives the app, read from cdk.json (and cdk.context.json).
+
+    An in-process ``App()`` reads neither file: the CLI passes their context (feature flags and
+    cached lookups) and adds keys derived from cdk.json's settings, mirrored here: path and
+    asset metadata on every resource (part of the template bytes CloudFormation limits),
+    version reporting, and the stacks to bundle. The CLI also turns off failing synth on
+    validation errors and reports them itself; tests keep the default, so an unacknowledged
+    cdk-nag finding fails the fixture at once.
+    """
+    settings: dict[str, Any] = json.loads((REPO / "cdk.json").read_text())
+    context: dict[str, Any] = {}
+    cached = REPO / "cdk.context.json"
+    if cached.is_file():
+        context.update(json.loads(cached.read_text()))
+    context.update(settings.get("context", {}))
+    if settings.get("pathMetadata", True):
+        context["aws:cdk:enable-path-metadata"] = True
+    if settings.get("assetMetadata", True):
+        context["aws:cdk:enable-asset-metadata"] = True
+    if settings.get("versionReporting", True):
+        context["aws:cdk:version-reporting"] = True
+    else:
+        context["aws:cdk:disable-version-reporting"] = True
+    context["aws:cdk:bundling-stacks"] = settings.get("bundlingStacks", ["**"])
     return context
 
 
 @dataclass(frozen=True)
 class Synthesized:
-    """A synthesized app: its output folder, every stack's template, and the main stack's."""
+    """A synthesized app: its output folder and every template, nested stacks included.
+
+    ``templates``, ``template_files`` and ``template_bytes`` are keyed by stack name for
+    deployed stacks and by construct path (``InferenceStack/Deployment-<name>``) for nested
+    stacks; ``template_bytes`` is the size of each file CloudFormation receives.
+    """
 
     outdir: Path
     templates: dict[str, dict[str, Any]]
+    template_files: dict[str, Path]
+    template_bytes: dict[str, int]
     stack: Any
     template: Any
 
@@ -42,12 +73,43 @@ class Synthesized:
             if resource["Type"] == resource_type
         }
 
+    def all_resources(self, resource_type: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """``(template key, logical id, resource)`` of one type across every template."""
+        for key, template in self.templates.items():
+            for logical_id, resource in template["Resources"].items():
+                if resource["Type"] == resource_type:
+                    yield key, logical_id, resource
+
+    def nested(self, path: str) -> dict[str, Any]:
+        """The template of the nested stack at construct path ``path``."""
+        return self.templates[path]
+
+
+def synthesize(app: Any, stack: Any, outdir: Path) -> Synthesized:
+    """Synthesize ``app`` (which writes to ``outdir``) and read back every template."""
+    from aws_cdk import NestedStack
+    from aws_cdk.assertions import Template
+
+    assembly = app.synth()
+    files = {s.stack_name: outdir / s.template_file for s in assembly.stacks}
+    for construct in app.node.find_all():
+        if isinstance(construct, NestedStack):
+            files[construct.node.path] = outdir / construct.template_file
+    templates = {key: json.loads(path.read_text()) for key, path in files.items()}
+    return Synthesized(
+        outdir=outdir,
+        templates=templates,
+        template_files=files,
+        template_bytes={key: path.stat().st_size for key, path in files.items()},
+        stack=stack,
+        template=Template.from_json(templates[STACK_NAME]),
+    )
+
 
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The reference app (deployments.yaml) synthesized once, with cdk-nag on."""
     from aws_cdk import App
-    from aws_cdk.assertions import Template
 
     from eks_inference.platform import PlatformSpec
     from eks_inference.stacks import build_app
@@ -57,11 +119,4 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
         PlatformSpec.from_yaml(REFERENCE_PLATFORM),
         app=App(context=cdk_context(), outdir=str(outdir)),
     )
-    assembly = app.synth()
-    templates = {s.stack_name: s.template for s in assembly.stacks}
-    return Synthesized(
-        outdir=outdir,
-        templates=templates,
-        stack=stack,
-        template=Template.from_json(templates[STACK_NAME]),
-    )
+    return synthesize(app, stack, outdir)

@@ -20,6 +20,7 @@ from eks_inference.charts.common import (
     RenderContext,
     weights_gib,
 )
+from eks_inference.charts.compile_job import CompileJobChart
 from eks_inference.charts.mountpoint import (
     MountpointVolume,
     MountpointVolumeChart,
@@ -93,7 +94,66 @@ def deployment_charts(
     return [*volumes, server]
 
 
+def compile_job_charts(
+    app: cdk8s.App,
+    spec: ModelDeploymentSpec,
+    placement: Placement,
+    context: RenderContext,
+) -> list[cdk8s.Chart]:
+    """The Neuron compile job of one deployment, or nothing when it has no artifacts to compile.
+
+    For an Inferentia2 deployment with a compiled-artifacts prefix: a
+    ``<name>-compile-job`` chart (:class:`CompileJobChart`) that compiles the model with the
+    deployment's own serving settings and publishes the artifacts at its key. It mounts the
+    deployment's weights and artifacts volumes, so :func:`deployment_charts` must have
+    rendered them into ``app`` first; the chart depends on them. GPU deployments and those
+    compiling at start-up without a prefix get an empty list.
+
+    The manifest writer always renders the job (next to the deployment's other manifests);
+    the CDK side applies it when ``spec.neuron_options.run_compile_job`` is set::
+
+        app = cdk8s.App()
+        charts = deployment_charts(app, spec, placement, context)
+        if spec.neuron_options.run_compile_job:
+            charts += compile_job_charts(app, spec, placement, context)
+    """
+    if not spec.on_neuron or spec.neuron_options.compiled_artifacts_prefix is None:
+        return []
+    volumes = {
+        role: _rendered_volume_chart(app, spec, role) for role in (WEIGHTS_ROLE, ARTIFACTS_ROLE)
+    }
+    chart = CompileJobChart(
+        app,
+        spec,
+        placement,
+        context,
+        weights=volumes[WEIGHTS_ROLE].volume,
+        artifacts=volumes[ARTIFACTS_ROLE].volume,
+    )
+    for volume in volumes.values():
+        chart.add_dependency(volume)
+    return [chart]
+
+
+def _rendered_volume_chart(
+    app: cdk8s.App, spec: ModelDeploymentSpec, role: str
+) -> MountpointVolumeChart:
+    """The volume chart ``role`` that :func:`deployment_charts` rendered for ``spec`` in ``app``.
+
+    Looked up by the chart id :class:`DeploymentChart` gives it, so the compile job mounts the
+    very claims serving mounts, named by their objects.
+    """
+    chart = app.node.try_find_child(f"{spec.name}-{role}")
+    if not isinstance(chart, MountpointVolumeChart):
+        raise ValueError(
+            f"deployment {spec.name!r}: the compile job mounts the {role} volume of the "
+            "deployment; render deployment_charts(app, spec, ...) into the same app first"
+        )
+    return chart
+
+
 __all__ = [
+    "CompileJobChart",
     "DeploymentChart",
     "MountpointVolume",
     "MountpointVolumeChart",
@@ -101,5 +161,6 @@ __all__ = [
     "RayServiceChart",
     "RenderContext",
     "VllmChart",
+    "compile_job_charts",
     "deployment_charts",
 ]

@@ -9,7 +9,9 @@ in larger strings, never parse, hash or compare them.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,8 @@ HEALTH_PATH = "/health"
 # Roles of the Mountpoint volume charts, also the names of the pod volumes that mount them.
 WEIGHTS_ROLE = "model-weights"
 ARTIFACTS_ROLE = "neuron-artifacts"
+# Role of the chart holding a deployment's Neuron compile job.
+COMPILE_JOB_ROLE = "compile-job"
 
 # Fixed paths inside model-server containers. The weights prefix is mounted at the model
 # path, so `--model` (or the Serve app's model source) is the same for every deployment.
@@ -61,7 +65,15 @@ _COMPILE_SECONDS_PER_WEIGHT_GIB = 120
 _COMPILE_MIN_SECONDS = 1800
 # Before a model can load at all, a node may have to be launched from zero (3-5 minutes) and
 # a 10-20 GiB inference image pulled onto it (5-10 minutes).
-_NODE_AND_IMAGE_SECONDS = 900
+NODE_AND_IMAGE_SECONDS = 900
+
+# The init container that keeps a Neuron model server from starting on an incomplete artifact
+# set. It only tests for one file, so it gets a fixed sliver of CPU and memory (requests equal
+# limits, keeping the pod's Guaranteed QoS); it runs the server's own image, which the node
+# pulls anyway, so the check costs no extra image.
+ARTIFACTS_GATE_CONTAINER = "check-compiled-artifacts"
+ARTIFACTS_GATE_CPU_MILLIS = 100
+ARTIFACTS_GATE_MEMORY_MIB = 64
 
 
 @dataclass(frozen=True)
@@ -128,6 +140,15 @@ def compiles_at_startup(spec: ModelDeploymentSpec) -> bool:
     return spec.on_neuron and spec.neuron_options.compiled_artifacts_prefix is None
 
 
+def _compile_budget(spec: ModelDeploymentSpec) -> float:
+    return max(_COMPILE_MIN_SECONDS, weights_gib(spec) * _COMPILE_SECONDS_PER_WEIGHT_GIB)
+
+
+def compile_seconds(spec: ModelDeploymentSpec) -> int:
+    """Seconds budgeted for compiling ``spec``'s model for Neuron (twice the usual time)."""
+    return math.ceil(_compile_budget(spec))
+
+
 def model_load_seconds(spec: ModelDeploymentSpec) -> int:
     """Seconds a model server may take from container start to a healthy engine.
 
@@ -138,13 +159,13 @@ def model_load_seconds(spec: ModelDeploymentSpec) -> int:
     base = _LOAD_BASE_SECONDS_NEURON if spec.on_neuron else _LOAD_BASE_SECONDS_GPU
     seconds = base + gib * _LOAD_SECONDS_PER_WEIGHT_GIB
     if compiles_at_startup(spec):
-        seconds += max(_COMPILE_MIN_SECONDS, gib * _COMPILE_SECONDS_PER_WEIGHT_GIB)
+        seconds += _compile_budget(spec)
     return math.ceil(seconds)
 
 
 def rollout_seconds(spec: ModelDeploymentSpec) -> int:
     """Seconds from creating a replica to it serving: node launch, image pull, model load."""
-    return _NODE_AND_IMAGE_SECONDS + model_load_seconds(spec)
+    return NODE_AND_IMAGE_SECONDS + model_load_seconds(spec)
 
 
 def compiled_artifacts_path(spec: ModelDeploymentSpec) -> str:
@@ -161,6 +182,70 @@ def compiled_artifacts_path(spec: ModelDeploymentSpec) -> str:
         return SCRATCH_COMPILED_ARTIFACTS_PATH
     key = artifacts.artifact_prefix(spec).removeprefix(root).rstrip("/")
     return f"{ARTIFACTS_MOUNT_PATH}/{key}"
+
+
+def gates_on_compiled_artifacts(spec: ModelDeploymentSpec) -> bool:
+    """True when ``spec``'s serving pods must wait for a complete compiled artifact set.
+
+    That is every Neuron deployment with a compiled-artifacts prefix that may not compile at
+    start-up: its pods only ever load, so an incomplete set must keep them from starting.
+    """
+    options = spec.neuron_options
+    return (
+        spec.on_neuron
+        and options.compiled_artifacts_prefix is not None
+        and not options.allow_compile_at_startup
+    )
+
+
+def compile_job_name(spec: ModelDeploymentSpec) -> str:
+    """Name of the Job compiling ``spec``'s artifacts: ``<deployment>-compile-<key hash>``.
+
+    Jobs are immutable, so the name carries a short hash of the artifact key
+    (:func:`eks_inference.artifacts.artifact_prefix`): a change of shape is a new Job (and a
+    new key), while re-applying an unchanged deployment is a no-op. At most 40 + 17
+    characters, within the 63 that the Job controller's ``job-name`` pod label allows.
+    """
+    digest = hashlib.sha256(artifacts.artifact_prefix(spec).encode()).hexdigest()[:8]
+    return f"{spec.name}-compile-{digest}"
+
+
+def completion_marker_path(spec: ModelDeploymentSpec) -> str:
+    """Where the completion marker of ``spec``'s artifacts appears inside a serving pod.
+
+    The artifacts volume mounts the compiled-artifacts prefix at :data:`ARTIFACTS_MOUNT_PATH`,
+    so the marker key (:func:`eks_inference.artifacts.completion_marker_key`) is this file.
+    """
+    return f"{compiled_artifacts_path(spec)}/{artifacts.COMPLETION_MARKER_NAME}"
+
+
+def artifacts_gate_command(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str]:
+    """Command of the init container that holds a Neuron server until its artifacts are whole.
+
+    It succeeds only when the completion marker exists under the mounted artifacts; otherwise
+    it fails naming the artifact key, the marker and the compile job to run. The kubelet
+    retries a failed init container with back-off, and the artifacts volume's one-minute
+    metadata TTL lets it see a marker written after the pod started, so a server applied
+    before its compile finished starts on its own once the compile job succeeds.
+    """
+    marker = completion_marker_path(spec)
+    marker_uri = f"s3://{bucket_name}/{artifacts.completion_marker_key(spec)}"
+    message = (
+        f"compiled Neuron artifacts s3://{bucket_name}/{artifacts.artifact_prefix(spec)} are "
+        f"not complete: no completion marker {marker_uri} (looked for {marker}). Run the "
+        f"compile job {compile_job_name(spec)} (k8s_manifests/{spec.name}/*-{COMPILE_JOB_ROLE}"
+        ".yaml, or neuron.run_compile_job: true) and wait for it to succeed; this check is "
+        "retried until then."
+    )
+    script = (
+        f"if [ -f {shlex.quote(marker)} ]; then\n"
+        f"  echo {shlex.quote(f'compiled artifacts complete: {marker}')}\n"
+        "  exit 0\n"
+        "fi\n"
+        f"echo {shlex.quote(message)} >&2\n"
+        "exit 1\n"
+    )
+    return ["sh", "-c", script]
 
 
 def memory_share_mib(memory_mib: int, fraction: float, cap_mib: int) -> int:

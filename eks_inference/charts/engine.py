@@ -152,6 +152,8 @@ def neuron_app_args(spec: ModelDeploymentSpec) -> dict[str, Any]:
 
     ``block_size`` is ``max_model_len``: the block size the Neuron plugin uses without prefix
     caching, passed so that the application configures the engine it will actually get.
+    ``dtype`` is the model's, as standalone vLLM's ``--dtype``: it is part of the compiled graph
+    (and of the artifact key), so both engines must load with the one the artifacts have.
     """
     limits = spec.limits
     return {
@@ -161,6 +163,7 @@ def neuron_app_args(spec: ModelDeploymentSpec) -> dict[str, Any]:
         "max_model_len": limits.max_model_len,
         "max_num_seqs": limits.max_num_seqs,
         "block_size": limits.max_model_len,
+        "dtype": spec.model.architecture.dtype,
         "additional_config": neuron_additional_config(spec),
     }
 

@@ -25,6 +25,9 @@ from constructs import Construct
 from eks_inference import names
 from eks_inference.charts import engine
 from eks_inference.charts.common import (
+    ARTIFACTS_GATE_CONTAINER,
+    ARTIFACTS_GATE_CPU_MILLIS,
+    ARTIFACTS_GATE_MEMORY_MIB,
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
     MODEL_MOUNT_PATH,
@@ -34,8 +37,10 @@ from eks_inference.charts.common import (
     WEIGHTS_ROLE,
     DeploymentChart,
     RenderContext,
+    artifacts_gate_command,
     compiled_artifacts_path,
     dump_yaml,
+    gates_on_compiled_artifacts,
     memory_share_mib,
     metadata,
     object_labels,
@@ -362,11 +367,31 @@ class RayServiceChart(DeploymentChart):
             "securityContext": _container_security(),
             "volumeMounts": mounts,
         }
-        pod = {
-            **self._pod(placement.workers, api_token=False),
-            "containers": [container],
-            "volumes": volumes,
-        }
+        pod: dict[str, Any] = {**self._pod(placement.workers, api_token=False)}
+        if artifacts is not None and gates_on_compiled_artifacts(spec):
+            # A worker must not start a replica on an incomplete artifact set; KubeRay adds
+            # its own init container (wait for the GCS) after this one.
+            pod["initContainers"] = [
+                {
+                    "name": ARTIFACTS_GATE_CONTAINER,
+                    "image": container["image"],
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": artifacts_gate_command(spec, bucket_name=context.bucket_name),
+                    "resources": _resources(
+                        f"{ARTIFACTS_GATE_CPU_MILLIS}m", f"{ARTIFACTS_GATE_MEMORY_MIB}Mi"
+                    ),
+                    "securityContext": _container_security(),
+                    "volumeMounts": [
+                        {
+                            "name": ARTIFACTS_ROLE,
+                            "mountPath": ARTIFACTS_MOUNT_PATH,
+                            "readOnly": True,
+                        }
+                    ],
+                }
+            ]
+        pod["containers"] = [container]
+        pod["volumes"] = volumes
         if spec.on_neuron and spec.tensor_parallel_size < spec.instance.cores:
             # Part of a node's cores: the Neuron scheduler extension assigns contiguous ones.
             pod["schedulerName"] = names.NEURON_SCHEDULER_NAME

@@ -13,6 +13,12 @@ Layout::
       <deployment>/01-model-weights.yaml     (one file per chart, in apply order)
       <deployment>/02-neuron-artifacts.yaml
       <deployment>/03-rayservice.yaml
+      <deployment>/04-compile-job.yaml       (Neuron deployments with compiled artifacts)
+
+The compile job is written for every Neuron deployment with a compiled-artifacts prefix,
+whether or not the CDK app applies it (``run_compile_job``), so it can be run by hand with
+``kubectl apply -f``. It comes last so that the files of the other charts keep their numbers;
+apply order does not matter for it, since serving pods wait for its completion marker.
 
 The writer owns every subdirectory and every top-level ``*.yaml`` file: a deployment removed
 from the platform loses its folder. Other top-level files written by other tools (the capacity
@@ -30,7 +36,7 @@ from typing import Any
 
 import cdk8s
 
-from eks_inference.charts import deployment_charts
+from eks_inference.charts import compile_job_charts, deployment_charts
 from eks_inference.charts.common import DeploymentChart, RenderContext, dump_yaml
 from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.platform import PlatformSpec
@@ -62,16 +68,29 @@ def _chart_documents(chart: cdk8s.Chart) -> list[dict[str, Any]]:
     return [dict(document) for document in chart.to_json()]
 
 
+def _all_charts(
+    app: cdk8s.App, platform: PlatformSpec, context: RenderContext
+) -> dict[str, list[cdk8s.Chart]]:
+    """Every chart of every deployment, in file order: serving charts, then the compile job."""
+    charts: dict[str, list[cdk8s.Chart]] = {}
+    for spec in platform.deployments:
+        placement = platform.placement(spec)
+        charts[spec.name] = [
+            *deployment_charts(app, spec, placement, context),
+            *compile_job_charts(app, spec, placement, context),
+        ]
+    return charts
+
+
 def render_files(platform: PlatformSpec, context: RenderContext | None = None) -> dict[str, str]:
     """Every manifest file of ``platform``: relative path -> YAML text, in write order."""
     context = context or default_context(platform)
     app = cdk8s.App()
     files = {NAMESPACE_FILE: _HEADER + dump_yaml(_chart_documents(NamespaceChart(app)))}
-    for spec in platform.deployments:
-        charts = deployment_charts(app, spec, platform.placement(spec), context)
+    for name, charts in _all_charts(app, platform, context).items():
         for index, chart in enumerate(charts, start=1):
             role = chart.role if isinstance(chart, DeploymentChart) else chart.node.id
-            path = f"{spec.name}/{index:02d}-{role}.yaml"
+            path = f"{name}/{index:02d}-{role}.yaml"
             files[path] = _HEADER + dump_yaml(_chart_documents(chart))
     return files
 
@@ -79,20 +98,16 @@ def render_files(platform: PlatformSpec, context: RenderContext | None = None) -
 def render_platform(
     platform: PlatformSpec, context: RenderContext | None = None
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every deployment's objects, in apply order: deployment name -> Kubernetes objects.
+    """Every deployment's objects, in file order: deployment name -> Kubernetes objects.
 
-    The shared namespace is not part of any deployment; see :class:`NamespaceChart`.
-    ``context`` defaults to :func:`default_context`.
+    The same objects as :func:`render_files`, compile jobs included. The shared namespace is
+    not part of any deployment; see :class:`NamespaceChart`. ``context`` defaults to
+    :func:`default_context`.
     """
     context = context or default_context(platform)
-    app = cdk8s.App()
     return {
-        spec.name: [
-            document
-            for chart in deployment_charts(app, spec, platform.placement(spec), context)
-            for document in _chart_documents(chart)
-        ]
-        for spec in platform.deployments
+        name: [document for chart in charts for document in _chart_documents(chart)]
+        for name, charts in _all_charts(cdk8s.App(), platform, context).items()
     }
 
 

@@ -18,6 +18,9 @@ from constructs import Construct
 from eks_inference import names
 from eks_inference.charts import engine
 from eks_inference.charts.common import (
+    ARTIFACTS_GATE_CONTAINER,
+    ARTIFACTS_GATE_CPU_MILLIS,
+    ARTIFACTS_GATE_MEMORY_MIB,
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
     HEALTH_PATH,
@@ -26,7 +29,9 @@ from eks_inference.charts.common import (
     WEIGHTS_ROLE,
     DeploymentChart,
     RenderContext,
+    artifacts_gate_command,
     compiled_artifacts_path,
+    gates_on_compiled_artifacts,
     memory_share_mib,
     metadata,
     model_load_seconds,
@@ -70,6 +75,40 @@ _TERMINATION_GRACE_S = 120
 
 def _json_pointer(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
+
+
+def shared_memory_mib(memory_mib: int) -> int:
+    """Size of the memory-backed ``/dev/shm`` of a vLLM container with ``memory_mib``."""
+    return memory_share_mib(memory_mib, _SHM_FRACTION, _SHM_CAP_MIB)
+
+
+def server_environment(spec: ModelDeploymentSpec, context: RenderContext) -> dict[str, str]:
+    """Environment of a vLLM OpenAI server container of ``spec``.
+
+    Caches go under the writable HOME; the Hugging Face Hub is never contacted (weights come
+    from the model bucket only). The Run:ai streamer's S3 client gets the region explicitly
+    (credentials come from Pod Identity). On Neuron the runtime gets TP cores, the plugin the
+    compiled-artifacts path and the compiler a cache on the writable HOME (its default,
+    /var/tmp, is on the read-only root). The Neuron compile job runs the same server with
+    this environment, pointing only ``NEURON_COMPILED_ARTIFACTS`` elsewhere.
+    """
+    env = {
+        "HOME": HOME_PATH,
+        "XDG_CACHE_HOME": f"{HOME_PATH}/.cache",
+        "HF_HOME": f"{HOME_PATH}/.cache/huggingface",
+        "VLLM_CACHE_ROOT": f"{HOME_PATH}/.cache/vllm",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+    if spec.weights.loader == "runai_streamer":
+        env["AWS_REGION"] = context.region
+        env["AWS_DEFAULT_REGION"] = context.region
+    if spec.on_neuron:
+        env["NEURON_RT_NUM_CORES"] = str(spec.tensor_parallel_size)
+        env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)
+        env["NEURON_COMPILE_CACHE_URL"] = f"{HOME_PATH}/.cache/neuron-compile-cache"
+    return env
 
 
 class VllmChart(DeploymentChart):
@@ -123,29 +162,8 @@ class VllmChart(DeploymentChart):
         volumes = _Volumes(self)
         home = volumes.empty_dir("home", size_gib=_HOME_GIB)
         tmp = volumes.empty_dir("tmp", size_gib=_TMP_GIB)
-        shm = volumes.shared_memory(
-            memory_share_mib(resources.memory_mib, _SHM_FRACTION, _SHM_CAP_MIB)
-        )
-
-        env = {
-            "HOME": HOME_PATH,
-            "XDG_CACHE_HOME": f"{HOME_PATH}/.cache",
-            "HF_HOME": f"{HOME_PATH}/.cache/huggingface",
-            "VLLM_CACHE_ROOT": f"{HOME_PATH}/.cache/vllm",
-            # Weights come from the model bucket only; never reach out to the Hugging Face Hub.
-            "HF_HUB_OFFLINE": "1",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-        }
-        if weights is None:
-            # The Run:ai streamer's S3 client; credentials come from Pod Identity.
-            env["AWS_REGION"] = context.region
-            env["AWS_DEFAULT_REGION"] = context.region
-        if spec.on_neuron:
-            env["NEURON_RT_NUM_CORES"] = str(spec.tensor_parallel_size)
-            env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)
-            # The Neuron compiler's cache defaults to /var/tmp, on the read-only root.
-            env["NEURON_COMPILE_CACHE_URL"] = f"{HOME_PATH}/.cache/neuron-compile-cache"
+        shm = volumes.shared_memory(shared_memory_mib(resources.memory_mib))
+        env = server_environment(spec, context)
 
         load_seconds = model_load_seconds(spec)
         self.deployment = kplus.Deployment(
@@ -222,9 +240,10 @@ class VllmChart(DeploymentChart):
         if weights is not None:
             container.mount(MODEL_MOUNT_PATH, volumes.claim(WEIGHTS_ROLE, weights), read_only=True)
         if artifacts is not None:
-            container.mount(
-                ARTIFACTS_MOUNT_PATH, volumes.claim(ARTIFACTS_ROLE, artifacts), read_only=True
-            )
+            artifacts_volume = volumes.claim(ARTIFACTS_ROLE, artifacts)
+            container.mount(ARTIFACTS_MOUNT_PATH, artifacts_volume, read_only=True)
+            if gates_on_compiled_artifacts(spec):
+                self._add_artifacts_gate(spec, context, artifacts_volume)
 
         self._place(spec, placement)
 
@@ -246,6 +265,39 @@ class VllmChart(DeploymentChart):
                 unhealthy_pod_eviction_policy="AlwaysAllow",
             ),
         )
+
+    def _add_artifacts_gate(
+        self, spec: ModelDeploymentSpec, context: RenderContext, artifacts: kplus.Volume
+    ) -> None:
+        """An init container that fails until the artifact set's completion marker exists.
+
+        Without it, a server whose compile job has not finished (or failed half-way) would
+        find a partial set, fail to load it and, being unable to write to the read-only
+        artifacts volume, never serve. See :func:`artifacts_gate_command`.
+        """
+        gate = self.deployment.add_init_container(
+            name=ARTIFACTS_GATE_CONTAINER,
+            image=NEURON_VLLM_IMAGE,
+            image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
+            command=artifacts_gate_command(spec, bucket_name=context.bucket_name),
+            resources=kplus.ContainerResources(
+                cpu=kplus.CpuResources(
+                    request=kplus.Cpu.millis(ARTIFACTS_GATE_CPU_MILLIS),
+                    limit=kplus.Cpu.millis(ARTIFACTS_GATE_CPU_MILLIS),
+                ),
+                memory=kplus.MemoryResources(
+                    request=cdk8s.Size.mebibytes(ARTIFACTS_GATE_MEMORY_MIB),
+                    limit=cdk8s.Size.mebibytes(ARTIFACTS_GATE_MEMORY_MIB),
+                ),
+            ),
+            security_context=kplus.ContainerSecurityContextProps(
+                ensure_non_root=False,
+                read_only_root_filesystem=True,
+                allow_privilege_escalation=False,
+                privileged=False,
+            ),
+        )
+        gate.mount(ARTIFACTS_MOUNT_PATH, artifacts, read_only=True)
 
     def _place(self, spec: ModelDeploymentSpec, placement: Placement) -> None:
         """Patch what cdk8s-plus cannot express: pool, scheduler and device-plugin resources.

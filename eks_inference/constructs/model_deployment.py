@@ -12,14 +12,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import cdk8s
+import jsii
 from aws_cdk import AssetHashType, AssetStaging, Stack, Token
 from aws_cdk import aws_eks_v2 as eks
-from constructs import Construct, IConstruct
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IConstruct, IValidation
 
 from eks_inference import names
 from eks_inference.artifacts import artifact_prefix
-from eks_inference.charts import DeploymentChart, RenderContext, deployment_charts
+from eks_inference.charts import (
+    DeploymentChart,
+    RenderContext,
+    compile_job_charts,
+    deployment_charts,
+)
 from eks_inference.charts.mountpoint import MountpointVolume
+from eks_inference.constructs._nag import acknowledge, wildcard_resource_finding
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.platform import Placement
@@ -90,7 +98,9 @@ class ModelDeployment(Construct):
 
     * one ``Custom::AWSCDK-EKS-KubernetesResource`` per chart of
       :func:`~eks_inference.charts.deployment_charts` (Mountpoint volumes, then the vLLM
-      Deployment or the RayService), in that order, each after what it needs: the
+      Deployment or the RayService) and, with ``neuron.run_compile_job``, of
+      :func:`~eks_inference.charts.compile_job_charts` (the Neuron compile Job), in that
+      order (:attr:`charts`, :attr:`manifests`), each after what it needs: the
       ``inference`` namespace; the Mountpoint add-on and its role's policy for charts with
       PersistentVolumes; the KubeRay operator (its CRDs) for the RayService; the Pod Identity
       association (and the role's policy) of every service account in the chart, since the
@@ -107,8 +117,9 @@ class ModelDeployment(Construct):
       service account ``names.compile_service_account_name(spec.name)`` that can upload to
       this deployment's artifact key (:func:`~eks_inference.artifacts.artifact_prefix`) and
       do nothing else. It is the only principal of the deployment that can write there, so
-      serving never modifies the artifacts it loads. Deployments that compile the same graph
-      share a key, and each one's compile role can write it;
+      serving never modifies the artifacts it loads. It exists whether or not the Job is
+      applied here, since ``k8s_manifests/`` holds the Job for running by hand. Deployments
+      that compile the same graph share a key, and each one's compile role can write it;
     * for a Neuron RayService: the Ray + Neuron image (:class:`NeuronRayImage`, once per stack).
 
     Charts are rendered under a fresh :class:`cdk8s.App` (cdk8s charts must never be created
@@ -124,6 +135,11 @@ class ModelDeployment(Construct):
     parameters and every dependency on a resource of the parent (kubectl readiness, namespace,
     add-ons, Pod Identity agent) into a ``DependsOn`` of the nested stack's resource. The one
     grant that lands in the parent is the Mountpoint driver's, whose role is shared.
+
+    Attributes: :attr:`charts` and :attr:`manifests` (same order), :attr:`server_identity`
+    (Run:ai streamer deployments), :attr:`compile_identity` (Neuron deployments with compiled
+    artifacts), :attr:`mountpoint_prefixes` (granted to the Mountpoint driver),
+    :attr:`neuron_ray_image` (Neuron RayService deployments) and :attr:`region`.
     """
 
     def __init__(
@@ -170,8 +186,13 @@ class ModelDeployment(Construct):
             # that nothing would pull.
             neuron_ray_image=self.neuron_ray_image or "",
         )
-        self.charts: list[cdk8s.Chart] = deployment_charts(cdk8s.App(), spec, placement, context)
+        charts = cdk8s.App()
+        self.charts: list[cdk8s.Chart] = deployment_charts(charts, spec, placement, context)
+        if spec.neuron_options.run_compile_job:
+            # After the volumes it mounts; serving pods wait for its completion marker.
+            self.charts += compile_job_charts(charts, spec, placement, context)
 
+        prefix_grants: list[tuple[iam.Role, str]] = []
         self.server_identity: PodIdentity | None = None
         if spec.weights.loader == "runai_streamer":
             self.server_identity = cluster.add_pod_identity(
@@ -185,6 +206,7 @@ class ModelDeployment(Construct):
                 scope=self,
             )
             bucket.grant_read_prefix(self.server_identity.role, spec.weights.prefix)
+            prefix_grants.append((self.server_identity.role, spec.weights.prefix))
 
         self.compile_identity: PodIdentity | None = None
         if spec.on_neuron and spec.neuron_options.compiled_artifacts_prefix is not None:
@@ -200,6 +222,9 @@ class ModelDeployment(Construct):
                 scope=self,
             )
             bucket.grant_write_prefix(self.compile_identity.role, key)
+            prefix_grants.append((self.compile_identity.role, key))
+        if prefix_grants:
+            self.node.add_validation(_PrefixWildcardAcknowledgments(bucket, prefix_grants))
 
         identities = {
             names.service_account_name(spec.name): self.server_identity,
@@ -232,6 +257,34 @@ class ModelDeployment(Construct):
                 if identity is not None:
                     manifest.node.add_dependency(identity.association, identity.role)
             self.manifests.append(manifest)
+
+
+@jsii.implements(IValidation)
+class _PrefixWildcardAcknowledgments:
+    """Acknowledges the prefix wildcards of a deployment's roles as cdk-nag will see them.
+
+    :class:`ModelBucket` acknowledges each prefix grant when it is made, naming the bucket ARN
+    as the grantee's stack resolves it then. In a nested stack that ARN becomes a parameter
+    (``referenceto...Arn``) only once references are resolved, just before validation, and
+    cdk-nag matches acknowledgments by that final text. Construct validations run after the
+    references are resolved and before the validation plugins, so the same acknowledgment is
+    recorded again here, with the ARN as the nested template names it. Returns no errors.
+    """
+
+    def __init__(self, bucket: ModelBucket, grants: Sequence[tuple[iam.Role, str]]) -> None:
+        self._bucket = bucket
+        self._grants = tuple(grants)
+
+    def validate(self) -> list[str]:
+        for role, prefix in self._grants:
+            objects = self._bucket.bucket.arn_for_objects(f"{prefix}*")
+            acknowledge(
+                role,
+                wildcard_resource_finding(role, objects),
+                "Access is limited to one key prefix of the model bucket; the trailing "
+                "wildcard covers the objects below that prefix only.",
+            )
+        return []
 
 
 def _literal_region(scope: Construct, region: str | None) -> str:

@@ -91,6 +91,10 @@ class ServerConfig(BaseModel):
     max_model_len: int = Field(gt=0)
     max_num_seqs: int = Field(gt=0, description="Compiled batch size on Neuron.")
     block_size: int = Field(gt=0)
+    dtype: Literal["bfloat16", "float16", "float32"] = Field(
+        description="Weights and activations dtype; part of the compiled graph, so it must be "
+        "the dtype the artifacts were compiled for (standalone vLLM passes the same --dtype)."
+    )
     additional_config: dict[str, Any] = Field(
         description="vLLM additional_config for the Neuron plugin (override_neuron_config)."
     )
@@ -220,6 +224,7 @@ class VLLMNeuronEngine:
             max_model_len=config.max_model_len,
             max_num_seqs=config.max_num_seqs,
             block_size=config.block_size,
+            dtype=config.dtype,
             additional_config=dict(config.additional_config),
             **config.kv_cache_settings(),
         )

@@ -26,9 +26,9 @@ class DeploymentStack(NestedStack):
     """The nested stack of one model deployment: its manifests, roles and associations.
 
     A deployment adds a manifest custom resource per chart, IAM roles and policies and Pod
-    Identity associations, and a Neuron RayService manifest alone is tens of KB of template.
-    In one stack, CloudFormation's limits of 500 resources and a 1 MB template would cap a
-    platform at a few dozen deployments. Here the parent grows by one resource per deployment
+    Identity associations, and a Neuron RayService manifest alone is about 60 KB of template.
+    In one stack, CloudFormation's limit of a 1 MB template (and 500 resources) would cap a
+    platform at a few dozen deployments, and at about 15 Neuron RayServices. Here the parent grows by one resource per deployment
     (the ``AWS::CloudFormation::Stack``) and each nested template holds one deployment.
 
     What crosses the boundary: the cluster name, the kubectl provider's service token and the
@@ -39,6 +39,12 @@ class DeploymentStack(NestedStack):
     them and is deleted before them. The Mountpoint driver's read grant is the one change made
     in the parent, since its role is shared by every volume of the cluster. Least privilege
     stays per deployment: each nested stack holds its own roles, granted its own prefixes.
+
+    That shared role is what limits scale first: every distinct prefix mounted adds two
+    statements to it, and beyond its 10,240-character inline policy CDK moves statements into
+    managed policies, of which IAM attaches 10 to a role by default (20 with a quota
+    increase). With a new weights prefix for three deployments in four, that is reached at
+    about 200 deployments, before any template limit (CDK warns at synth when it is).
     """
 
     def __init__(

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from eks_inference.charts.common import COMPILE_JOB_ROLE, COMPONENT_LABEL
 from eks_inference.node_pools import NodePool
 from eks_inference.platform import PlatformSpec
 from eks_inference.spec import ModelDeploymentSpec
@@ -49,6 +50,15 @@ def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     (found,) = of_kind(objects, kind)
     return found
+
+
+def serving_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A deployment's objects without its Neuron compile job (which has its own account)."""
+    return [
+        o
+        for o in objects
+        if o["metadata"].get("labels", {}).get(COMPONENT_LABEL) != COMPILE_JOB_ROLE
+    ]
 
 
 def pod_templates(

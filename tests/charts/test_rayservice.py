@@ -21,7 +21,7 @@ from eks_inference.charts.rayservice import SERVE_APP_PATH, neuron_app_source
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.versions import RAY_LLM_GPU_IMAGE, RAY_VERSION
 from tests.charts.conftest import CONTEXT, Rendered
-from tests.charts.helpers import of_kind, one, pod_templates, serve_config
+from tests.charts.helpers import of_kind, one, pod_templates, serve_config, serving_objects
 
 
 def _ray_specs(rendered: Rendered) -> list[ModelDeploymentSpec]:
@@ -114,8 +114,10 @@ def test_neuron_application_is_the_projects_own(rendered: Rendered) -> None:
             "max_model_len",
             "max_num_seqs",
             "block_size",
+            "dtype",
             "additional_config",
         }
+        assert application["args"]["dtype"] == spec.model.architecture.dtype
         (deployment,) = application["deployments"]
         assert deployment["name"] == NEURON_SERVER_DEPLOYMENT
         resources = deployment["ray_actor_options"]["resources"]
@@ -171,5 +173,5 @@ def test_workers_mount_the_weights_heads_do_not(rendered: Rendered) -> None:
 
 def test_service_account_is_the_deployments(rendered: Rendered) -> None:
     for spec in _ray_specs(rendered):
-        account = one(rendered.objects[spec.name], "ServiceAccount")
+        account = one(serving_objects(rendered.objects[spec.name]), "ServiceAccount")
         assert account["metadata"]["name"] == names.service_account_name(spec.name)

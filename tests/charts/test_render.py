@@ -32,6 +32,7 @@ def test_layout_one_folder_per_deployment_one_file_per_chart(reference: Rendered
         "llama3-8b-inf2/01-model-weights.yaml",
         "llama3-8b-inf2/02-neuron-artifacts.yaml",
         "llama3-8b-inf2/03-rayservice.yaml",
+        "llama3-8b-inf2/04-compile-job.yaml",
         "mistral-7b-g6e/01-vllm.yaml",
         "namespace.yaml",
         "qwen25-7b-g6e/01-model-weights.yaml",

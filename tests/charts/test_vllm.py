@@ -16,7 +16,7 @@ from eks_inference.charts.engine import REMOVED_VLLM_FLAGS, vllm_server_args
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.versions import NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
 from tests.charts.conftest import CONTEXT, Rendered
-from tests.charts.helpers import PodTemplate, of_kind, one, pod_templates
+from tests.charts.helpers import PodTemplate, of_kind, one, pod_templates, serving_objects
 
 
 def _vllm_pods(rendered: Rendered) -> list[PodTemplate]:
@@ -216,7 +216,7 @@ def test_deployment_service_budget_and_account(rendered: Rendered) -> None:
         budget = one(objects, "PodDisruptionBudget")
         assert budget["spec"]["maxUnavailable"] == 1
         assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-        account = one(objects, "ServiceAccount")
+        account = one(serving_objects(objects), "ServiceAccount")
         assert account["metadata"]["name"] == names.service_account_name(spec.name)
         assert (
             deployment["spec"]["template"]["spec"]["serviceAccountName"]

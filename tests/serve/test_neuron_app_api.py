@@ -20,6 +20,7 @@ CONFIG = ServerConfig(
     max_model_len=MAX_MODEL_LEN,
     max_num_seqs=4,
     block_size=32,
+    dtype="bfloat16",
     additional_config={"override_neuron_config": {"sequence_parallel_enabled": False}},
 )
 

@@ -44,6 +44,7 @@ ARGS: dict[str, Any] = {
     "max_model_len": 4096,
     "max_num_seqs": 8,
     "block_size": 32,
+    "dtype": "bfloat16",
     "additional_config": {"override_neuron_config": {"enable_bucketing": True}},
 }
 
@@ -98,6 +99,9 @@ def test_build_app_requires_every_key(missing: str) -> None:
         ({"max_num_seqs": 2.0}, "max_num_seqs"),
         ({"block_size": 0}, "block_size"),
         ({"block_size": 8192}, "block_size"),
+        ({"dtype": "fp8"}, "dtype"),
+        ({"dtype": "auto"}, "dtype"),
+        ({"dtype": None}, "dtype"),
         ({"model": ""}, "model"),
         ({"served_model_name": None}, "served_model_name"),
         ({"additional_config": []}, "additional_config"),
@@ -371,6 +375,7 @@ def test_engine_args_are_the_contract_without_device(vllm: FakeVLLM) -> None:
         "max_model_len": 4096,
         "max_num_seqs": 8,
         "block_size": 32,
+        "dtype": "bfloat16",
         "additional_config": {"override_neuron_config": {"enable_bucketing": True}},
         "enable_prefix_caching": True,
     }

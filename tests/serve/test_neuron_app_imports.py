@@ -68,6 +68,7 @@ def test_the_file_alone_imports_and_builds_without_vllm_or_the_project(tmp_path:
         "max_model_len": 2048,
         "max_num_seqs": 4,
         "block_size": 32,
+        "dtype": "bfloat16",
         "additional_config": {"override_neuron_config": {}},
     }
     script = textwrap.dedent(

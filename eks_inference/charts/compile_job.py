@@ -1,0 +1,412 @@
+"""The Neuron compile job: compile a model once, publish exactly what serving loads.
+
+The Neuron plugin for vLLM loads a precompiled model from ``NEURON_COMPILED_ARTIFACTS`` and,
+when it finds none it can load, compiles one (about 15 minutes for an 8B model) and saves it
+there. This Job makes that compile a separate, reviewed step: it runs the very vLLM server a
+serving pod runs (same image, same flags from :func:`~eks_inference.charts.engine.vllm_server_args`,
+same environment from :func:`~eks_inference.charts.vllm.server_environment`, same read-only
+weights volume) with ``NEURON_COMPILED_ARTIFACTS`` pointed at an empty local directory, so the
+artifacts it produces are the ones a server of the same spec would have compiled, and uploads
+them to the artifact key (:func:`~eks_inference.artifacts.artifact_prefix`) serving reads.
+
+Why the compile goes to local disk first: Mountpoint for S3 supports neither renames nor random
+writes, both of which the compiler and ``torch.save`` rely on, and a compile that wrote
+straight into the bucket would expose a half-written set to every server mounting it. The
+upload is a separate step and the completion marker
+(:func:`~eks_inference.artifacts.completion_marker_key`) is written last, only after every
+artifact is in the bucket: serving pods (their init container) and ``eks-inference preflight``
+treat the marker as "the set is complete", so a failed or partial compile is never loaded.
+"""
+
+from __future__ import annotations
+
+import math
+
+from cdk8s_plus_27 import k8s
+from constructs import Construct
+
+from eks_inference import names
+from eks_inference.artifacts import artifact_prefix, completion_marker_key
+from eks_inference.charts import engine
+from eks_inference.charts.common import (
+    ARTIFACTS_MOUNT_PATH,
+    ARTIFACTS_ROLE,
+    COMPILE_JOB_ROLE,
+    HEALTH_PATH,
+    MODEL_MOUNT_PATH,
+    NODE_AND_IMAGE_SECONDS,
+    OPENAI_PORT,
+    WEIGHTS_ROLE,
+    DeploymentChart,
+    RenderContext,
+    compile_job_name,
+    compile_seconds,
+    completion_marker_path,
+    model_load_seconds,
+    object_labels,
+    weights_gib,
+)
+from eks_inference.charts.mountpoint import MountpointVolume
+from eks_inference.charts.vllm import (
+    HOME_PATH,
+    TMP_PATH,
+    server_environment,
+    shared_memory_mib,
+)
+from eks_inference.platform import Placement
+from eks_inference.sizing import pod_resources
+from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.versions import AWS_CLI_IMAGE, NEURON_VLLM_IMAGE
+
+COMPILE_CONTAINER = "compile"
+UPLOAD_CONTAINER = "upload"
+# The pod-local directory the compile writes to and the upload reads from: an emptyDir on the
+# node's disk. The "already complete" flag lets the compile tell the upload that there is
+# nothing to do.
+OUTPUT_PATH = "/compile"
+LOCAL_ARTIFACTS_PATH = f"{OUTPUT_PATH}/artifacts"
+ALREADY_COMPLETE_FLAG = f"{OUTPUT_PATH}/already-complete"
+ARTIFACT_KEY_ANNOTATION = "eks-inference.io/artifact-key"
+# The Cluster Autoscaler removes under-used nodes by evicting their pods; a compile pod holds
+# a third of an inf2.48xlarge, which looks under-used, and would lose hours of work.
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+# Two retries: a compile fails for reasons worth retrying (a node reclaimed, an S3 error
+# during the upload), and a third failure is a real problem to look at, not to repeat.
+BACKOFF_LIMIT = 2
+# Finished Jobs (and their pods' logs) stay a day, long enough to read why a compile failed,
+# then go: a Job is immutable, and a changed template under the same name can only be
+# applied once the finished one is gone.
+TTL_SECONDS_AFTER_FINISHED = 24 * 3600
+# How often the compile step asks the local vLLM server whether it is up.
+HEALTH_POLL_SECONDS = 15
+
+# Local disk. The output holds the compiled graphs (a few GiB) and, when the plugin saves
+# them, the weights sharded per rank (the weights' size): the weights plus 16 GiB. HOME holds
+# the Neuron compiler cache and vLLM's caches, /tmp the compiler's work directories, which
+# grow with the number of buckets. The compile container requests the sum, so the scheduler
+# only places it on a node with that much free disk (a 70B model needs a root volume larger
+# than the 200 GiB default: raise the pool's disk_size_gib).
+_OUTPUT_HEADROOM_GIB = 16
+_HOME_GIB = 32
+_TMP_GIB = 32
+# Uploading reads the local disk and writes to S3 with the AWS CLI's ten concurrent requests:
+# one CPU and 1 GiB keep up with it. The upload is budgeted at the same pessimistic 170 MiB/s
+# (6 s per GiB) as reading the weights.
+_UPLOAD_CPU_MILLIS = 1000
+_UPLOAD_MEMORY_MIB = 1024
+_UPLOAD_SECONDS_PER_GIB = 6
+
+# The compile step. Arguments ("$@") are the vLLM server's, exactly as serving passes them.
+# The server compiles (nothing loadable is in the empty output directory), saves the
+# artifacts there and loads them; only then does its /health answer 200, so a 200 means the
+# artifacts are complete on local disk. If the server exits first, the compile failed.
+# Artifacts already complete in the bucket (the marker is visible through the read-only
+# artifacts volume) are not compiled again: re-applying the Job, e.g. with
+# `kubectl apply -f k8s_manifests/<deployment>/`, is cheap and safe.
+COMPILE_SCRIPT = r"""set -euo pipefail
+if [ -f "$COMPLETION_MARKER" ]; then
+  echo "compiled artifacts $ARTIFACT_URI are already complete ($COMPLETION_MARKER exists);" \
+    "nothing to compile. Delete that marker object to compile them again."
+  touch "$ALREADY_COMPLETE_FLAG"
+  exit 0
+fi
+mkdir -p "$NEURON_COMPILED_ARTIFACTS"
+echo "compiling for $ARTIFACT_URI into $NEURON_COMPILED_ARTIFACTS"
+python3 -m vllm.entrypoints.openai.api_server "$@" &
+server=$!
+until python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \
+    "$HEALTH_URL" 2>/dev/null; do
+  if ! kill -0 "$server" 2>/dev/null; then
+    status=0
+    wait "$server" || status=$?
+    echo "vLLM exited with status $status before the compiled model loaded; no artifacts" \
+      "are published" >&2
+    exit 1
+  fi
+  sleep "$HEALTH_POLL_SECONDS"
+done
+echo "vLLM loaded the compiled model; stopping it"
+kill -TERM "$server"
+wait "$server" || true
+if [ -z "$(ls -A "$NEURON_COMPILED_ARTIFACTS")" ]; then
+  echo "vLLM served but left $NEURON_COMPILED_ARTIFACTS empty; nothing to publish" >&2
+  exit 1
+fi
+du -sh "$NEURON_COMPILED_ARTIFACTS"
+"""
+
+# The upload step. `set -euo pipefail` makes any failed command (a failed part of the
+# recursive copy included) end the script before the marker is written, so the marker exists
+# only for a whole set. `cp` rather than `sync`: it needs only s3:PutObject on the key (the
+# compile role's one permission), and every file of the set is written again on a retry.
+UPLOAD_SCRIPT = r"""set -euo pipefail
+if [ -f "$ALREADY_COMPLETE_FLAG" ]; then
+  echo "$MARKER_URI exists; nothing to upload"
+  exit 0
+fi
+if [ -z "$(ls -A "$LOCAL_ARTIFACTS")" ]; then
+  echo "no compiled artifacts in $LOCAL_ARTIFACTS; not publishing anything" >&2
+  exit 1
+fi
+aws s3 cp --recursive --only-show-errors "$LOCAL_ARTIFACTS/" "$ARTIFACT_URI"
+echo "uploaded $LOCAL_ARTIFACTS to $ARTIFACT_URI"
+printf '{"artifacts": "%s", "compiler_image": "%s", "completed_at": "%s"}\n' \
+  "$ARTIFACT_URI" "$COMPILER_IMAGE" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  | aws s3 cp - "$MARKER_URI"
+echo "wrote the completion marker $MARKER_URI"
+"""
+
+
+def output_size_gib(spec: ModelDeploymentSpec) -> int:
+    """Local disk for the compiled artifacts of ``spec``: weights plus graphs."""
+    return math.ceil(weights_gib(spec)) + _OUTPUT_HEADROOM_GIB
+
+
+def ephemeral_storage_gib(spec: ModelDeploymentSpec) -> int:
+    """Local disk the compile container requests: the output, HOME and /tmp together."""
+    return output_size_gib(spec) + _HOME_GIB + _TMP_GIB
+
+
+def active_deadline_seconds(spec: ModelDeploymentSpec) -> int:
+    """The whole Job's time limit: one node launch and image pull, then every attempt.
+
+    An attempt loads the weights, compiles (twice the usual time), loads the compiled model
+    and uploads the artifacts; there are ``BACKOFF_LIMIT + 1`` attempts. About three hours
+    for an 8B model. A compile stuck past this is failed rather than left holding cores.
+    """
+    upload = math.ceil(weights_gib(spec) * _UPLOAD_SECONDS_PER_GIB)
+    attempt = model_load_seconds(spec) + compile_seconds(spec) + upload
+    return NODE_AND_IMAGE_SECONDS + (BACKOFF_LIMIT + 1) * attempt
+
+
+def _quantity(value: str) -> k8s.Quantity:
+    return k8s.Quantity.from_string(value)
+
+
+def _env(values: dict[str, str]) -> list[k8s.EnvVar]:
+    return [k8s.EnvVar(name=name, value=value) for name, value in values.items()]
+
+
+def _resources(
+    amounts: dict[str, str], *, requested_only: dict[str, str] | None = None
+) -> k8s.ResourceRequirements:
+    # Requests equal limits (Guaranteed QoS): a compile that the kubelet evicted or throttled
+    # under memory pressure would lose its work. `requested_only` amounts reserve capacity
+    # without a limit.
+    limits = {name: _quantity(amount) for name, amount in amounts.items()}
+    extra = {name: _quantity(amount) for name, amount in (requested_only or {}).items()}
+    return k8s.ResourceRequirements(requests={**limits, **extra}, limits=limits)
+
+
+def _security_context() -> k8s.SecurityContext:
+    # The Neuron and AWS CLI images run as root (they define no other user); nothing else is
+    # allowed, and the root filesystem is read-only with emptyDirs wherever they write.
+    return k8s.SecurityContext(
+        allow_privilege_escalation=False,
+        privileged=False,
+        read_only_root_filesystem=True,
+        run_as_non_root=False,
+    )
+
+
+def _claim(name: str, volume: MountpointVolume) -> k8s.Volume:
+    return k8s.Volume(
+        name=name,
+        persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
+            claim_name=volume.claim.name, read_only=True
+        ),
+    )
+
+
+def _empty_dir(name: str, size: str, *, medium: str | None = None) -> k8s.Volume:
+    return k8s.Volume(
+        name=name, empty_dir=k8s.EmptyDirVolumeSource(medium=medium, size_limit=_quantity(size))
+    )
+
+
+class CompileJobChart(DeploymentChart):
+    """A deployment's Neuron compile Job and its ServiceAccount.
+
+    - **ServiceAccount** ``names.compile_service_account_name(spec.name)``: the CDK side gives
+      it, through Pod Identity, write access to this deployment's artifact key and nothing
+      else; the serving pods' own account can only read.
+    - **Job** :func:`~eks_inference.charts.common.compile_job_name` (the deployment's name
+      and a hash of the artifact key, so a new shape is a new Job), annotated with the key.
+      One pod on the deployment's worker pool with the pool's node selector and tolerations,
+      TP NeuronCores, the Neuron scheduler when it takes part of a node, and the CPU and
+      memory of one serving pod, all of it for the compiler (``neuronx-cc`` is CPU and memory
+      hungry). ``restartPolicy: Never`` and ``backoffLimit`` 2: a failed attempt is a new
+      pod, whose predecessor's logs remain; evictions and node loss do not count as
+      failures. ``activeDeadlineSeconds`` from the model's size, ``ttlSecondsAfterFinished``
+      a day.
+
+    The pod runs two steps. The init container ``compile`` runs the Neuron vLLM image with
+    the serving flags and environment, compiles into a local emptyDir and succeeds only when
+    the server loaded what it compiled; the container ``upload`` (the AWS CLI image) copies
+    the directory to ``s3://<bucket>/<artifact key>`` and writes the completion marker last.
+    When the marker already exists the compile is skipped and nothing is uploaded. No probes:
+    the scripts themselves wait for what they need.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        spec: ModelDeploymentSpec,
+        placement: Placement,
+        context: RenderContext,
+        *,
+        weights: MountpointVolume,
+        artifacts: MountpointVolume,
+    ) -> None:
+        if not spec.on_neuron or spec.neuron_options.compiled_artifacts_prefix is None:
+            raise ValueError(
+                f"deployment {spec.name!r} has no compiled Neuron artifacts to compile: the "
+                "compile job exists for Inferentia2 deployments with "
+                "neuron.compiled_artifacts_prefix"
+            )
+        super().__init__(scope, spec, COMPILE_JOB_ROLE)
+        artifact_uri = f"s3://{context.bucket_name}/{artifact_prefix(spec)}"
+        marker_uri = f"s3://{context.bucket_name}/{completion_marker_key(spec)}"
+
+        self.service_account = k8s.KubeServiceAccount(
+            self,
+            "service-account",
+            metadata=k8s.ObjectMeta(
+                name=names.compile_service_account_name(spec.name),
+                namespace=names.INFERENCE_NAMESPACE,
+            ),
+            automount_service_account_token=False,
+        )
+
+        share = pod_resources(spec.instance, spec.replicas_per_node)
+        compile_env = {
+            **server_environment(spec, context),
+            # The one difference from serving: compile into local disk, not the read-only
+            # artifacts volume.
+            "NEURON_COMPILED_ARTIFACTS": LOCAL_ARTIFACTS_PATH,
+            "COMPLETION_MARKER": completion_marker_path(spec),
+            "ALREADY_COMPLETE_FLAG": ALREADY_COMPLETE_FLAG,
+            "ARTIFACT_URI": artifact_uri,
+            "HEALTH_URL": f"http://127.0.0.1:{OPENAI_PORT}{HEALTH_PATH}",
+            "HEALTH_POLL_SECONDS": str(HEALTH_POLL_SECONDS),
+        }
+        compile_container = k8s.Container(
+            name=COMPILE_CONTAINER,
+            image=NEURON_VLLM_IMAGE,
+            image_pull_policy="IfNotPresent",
+            # "compile" is the script's $0; the vLLM arguments follow as "$@".
+            command=["bash", "-c", COMPILE_SCRIPT, COMPILE_CONTAINER],
+            args=engine.vllm_server_args(spec, bucket_name=context.bucket_name),
+            env=_env(compile_env),
+            resources=_resources(
+                {
+                    "cpu": share.cpu,
+                    "memory": share.memory,
+                    names.NEURONCORE_RESOURCE: str(spec.tensor_parallel_size),
+                },
+                # Disk is a request only: the emptyDirs' size limits bound what each may use.
+                requested_only={"ephemeral-storage": f"{ephemeral_storage_gib(spec)}Gi"},
+            ),
+            security_context=_security_context(),
+            volume_mounts=[
+                k8s.VolumeMount(name="output", mount_path=OUTPUT_PATH),
+                k8s.VolumeMount(name="home", mount_path=HOME_PATH),
+                k8s.VolumeMount(name="tmp", mount_path=TMP_PATH),
+                k8s.VolumeMount(name="shm", mount_path="/dev/shm"),
+                k8s.VolumeMount(name=WEIGHTS_ROLE, mount_path=MODEL_MOUNT_PATH, read_only=True),
+                k8s.VolumeMount(
+                    name=ARTIFACTS_ROLE, mount_path=ARTIFACTS_MOUNT_PATH, read_only=True
+                ),
+            ],
+        )
+
+        upload_container = k8s.Container(
+            name=UPLOAD_CONTAINER,
+            image=AWS_CLI_IMAGE,
+            image_pull_policy="IfNotPresent",
+            command=["bash", "-c", UPLOAD_SCRIPT],
+            env=_env(
+                {
+                    # The AWS CLI keeps its caches under HOME; /tmp is the writable emptyDir.
+                    "HOME": TMP_PATH,
+                    "AWS_REGION": context.region,
+                    "AWS_DEFAULT_REGION": context.region,
+                    "LOCAL_ARTIFACTS": LOCAL_ARTIFACTS_PATH,
+                    "ALREADY_COMPLETE_FLAG": ALREADY_COMPLETE_FLAG,
+                    "ARTIFACT_URI": artifact_uri,
+                    "MARKER_URI": marker_uri,
+                    "COMPILER_IMAGE": NEURON_VLLM_IMAGE,
+                }
+            ),
+            resources=_resources(
+                {"cpu": f"{_UPLOAD_CPU_MILLIS}m", "memory": f"{_UPLOAD_MEMORY_MIB}Mi"}
+            ),
+            security_context=_security_context(),
+            volume_mounts=[
+                k8s.VolumeMount(name="output", mount_path=OUTPUT_PATH, read_only=True),
+                k8s.VolumeMount(name="tmp", mount_path=TMP_PATH),
+            ],
+        )
+
+        pool = placement.workers
+        pod = k8s.PodSpec(
+            service_account_name=self.service_account.name,
+            # Pod Identity mounts its own token; the Kubernetes API is never called.
+            automount_service_account_token=False,
+            restart_policy="Never",
+            node_selector=pool.node_selector(),
+            tolerations=[k8s.Toleration(**toleration) for toleration in pool.tolerations()] or None,
+            # Part of a node's cores: the Neuron scheduler extension assigns contiguous ones,
+            # as tensor parallelism over NeuronLink needs (and as serving gets them).
+            scheduler_name=(
+                names.NEURON_SCHEDULER_NAME
+                if spec.tensor_parallel_size < spec.instance.cores
+                else None
+            ),
+            init_containers=[compile_container],
+            containers=[upload_container],
+            volumes=[
+                _empty_dir("output", f"{output_size_gib(spec)}Gi"),
+                _empty_dir("home", f"{_HOME_GIB}Gi"),
+                _empty_dir("tmp", f"{_TMP_GIB}Gi"),
+                _empty_dir("shm", f"{shared_memory_mib(share.memory_mib)}Mi", medium="Memory"),
+                _claim(WEIGHTS_ROLE, weights),
+                _claim(ARTIFACTS_ROLE, artifacts),
+            ],
+        )
+        self.job = k8s.KubeJob(
+            self,
+            "job",
+            metadata=k8s.ObjectMeta(
+                name=compile_job_name(spec),
+                namespace=names.INFERENCE_NAMESPACE,
+                annotations={ARTIFACT_KEY_ANNOTATION: artifact_uri},
+            ),
+            spec=k8s.JobSpec(
+                backoff_limit=BACKOFF_LIMIT,
+                active_deadline_seconds=active_deadline_seconds(spec),
+                ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
+                pod_failure_policy=k8s.PodFailurePolicy(
+                    rules=[
+                        # A pod evicted, preempted or lost with its node is retried without
+                        # using up one of the retries.
+                        k8s.PodFailurePolicyRule(
+                            action="Ignore",
+                            on_pod_conditions=[
+                                k8s.PodFailurePolicyOnPodConditionsPattern(
+                                    type="DisruptionTarget", status="True"
+                                )
+                            ],
+                        )
+                    ]
+                ),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(
+                        labels=object_labels(spec, COMPILE_JOB_ROLE),
+                        annotations={SAFE_TO_EVICT_ANNOTATION: "false"},
+                    ),
+                    spec=pod,
+                ),
+            ),
+        )
