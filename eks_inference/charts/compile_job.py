@@ -78,8 +78,11 @@ BACKOFF_LIMIT = 2
 # then go: a Job is immutable, and a changed template under the same name can only be
 # applied once the finished one is gone.
 TTL_SECONDS_AFTER_FINISHED = 24 * 3600
-# How often the compile step asks the local vLLM server whether it is up.
+# How often the compile step asks the local vLLM server whether it is up, and how long it
+# lets the server shut down once it is: the artifacts are on disk by then, so a server that
+# hangs in shutdown is killed rather than left to hold the Job until its deadline.
 HEALTH_POLL_SECONDS = 15
+STOP_GRACE_SECONDS = 60
 
 # Local disk. The output holds the compiled graphs (a few GiB) and, when the plugin saves
 # them, the weights sharded per rank (the weights' size): the weights plus 16 GiB. HOME holds
@@ -128,6 +131,11 @@ until python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]
 done
 echo "vLLM loaded the compiled model; stopping it"
 kill -TERM "$server"
+for _ in $(seq "$STOP_GRACE_SECONDS"); do
+  kill -0 "$server" 2>/dev/null || break
+  sleep 1
+done
+kill -KILL "$server" 2>/dev/null || true
 wait "$server" || true
 if [ -z "$(ls -A "$NEURON_COMPILED_ARTIFACTS")" ]; then
   echo "vLLM served but left $NEURON_COMPILED_ARTIFACTS empty; nothing to publish" >&2
@@ -230,7 +238,7 @@ class CompileJobChart(DeploymentChart):
 
     - **ServiceAccount** ``names.compile_service_account_name(spec.name)``: the CDK side gives
       it, through Pod Identity, write access to this deployment's artifact key and nothing
-      else; the serving pods' own account can only read.
+      else; serving pods get no write access to the artifacts at all.
     - **Job** :func:`~eks_inference.charts.common.compile_job_name` (the deployment's name
       and a hash of the artifact key, so a new shape is a new Job), annotated with the key.
       One pod on the deployment's worker pool with the pool's node selector and tolerations,
@@ -290,6 +298,7 @@ class CompileJobChart(DeploymentChart):
             "ARTIFACT_URI": artifact_uri,
             "HEALTH_URL": f"http://127.0.0.1:{OPENAI_PORT}{HEALTH_PATH}",
             "HEALTH_POLL_SECONDS": str(HEALTH_POLL_SECONDS),
+            "STOP_GRACE_SECONDS": str(STOP_GRACE_SECONDS),
         }
         compile_container = k8s.Container(
             name=COMPILE_CONTAINER,
@@ -356,7 +365,13 @@ class CompileJobChart(DeploymentChart):
             automount_service_account_token=False,
             restart_policy="Never",
             node_selector=pool.node_selector(),
-            tolerations=[k8s.Toleration(**toleration) for toleration in pool.tolerations()] or None,
+            tolerations=[
+                k8s.Toleration(
+                    key=t["key"], operator=t["operator"], value=t["value"], effect=t["effect"]
+                )
+                for t in pool.tolerations()
+            ]
+            or None,
             # Part of a node's cores: the Neuron scheduler extension assigns contiguous ones,
             # as tensor parallelism over NeuronLink needs (and as serving gets them).
             scheduler_name=(

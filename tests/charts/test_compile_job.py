@@ -486,17 +486,22 @@ echo "$*" >> "$FAKE_STATE/aws.log"
 if [ "$3" = "-" ]; then cat > "$FAKE_STATE/marker-body"; fi
 if [ -n "${FAIL_ON:-}" ] && [[ "$*" == *"$FAIL_ON"* ]]; then exit 1; fi
 """
-# `python3 -m vllm...` is the server: FAKE_VLLM picks whether it compiles, crashes or comes
-# up without artifacts. `python3 -c ... URL` is the health check: healthy once the server said so.
+# `python3 -m vllm...` is the server: FAKE_VLLM picks whether it compiles, crashes, comes up
+# without artifacts or compiles but ignores SIGTERM. `python3 -c ... URL` is the health check:
+# healthy once the server said so.
 FAKE_PYTHON = """#!/bin/bash
 if [ "$1" = "-m" ]; then
   printf '%s\\n' "${@:3}" > "$FAKE_STATE/server-args"
   case "$FAKE_VLLM" in
     crash) exit 3 ;;
-    compile) echo graph > "$NEURON_COMPILED_ARTIFACTS/model.pt" ;;
+    compile | hang) echo graph > "$NEURON_COMPILED_ARTIFACTS/model.pt" ;;
   esac
+  if [ "$FAKE_VLLM" = hang ]; then
+    trap '' TERM
+  else
+    trap 'touch "$FAKE_STATE/stopped"; exit 0' TERM
+  fi
   touch "$FAKE_STATE/healthy"
-  trap 'touch "$FAKE_STATE/stopped"; exit 0' TERM
   while true; do sleep 0.05; done
 fi
 [ -f "$FAKE_STATE/healthy" ]
@@ -621,6 +626,12 @@ def test_compile_passes_the_serving_flags_and_keeps_the_output(
     assert (result.state / "server-args").read_text().splitlines() == job.compile["args"]
     assert (result.state / "stopped").exists()
     assert not (tmp_path / "out" / "already-complete").exists()
+
+
+def test_a_server_hanging_in_shutdown_is_killed(job: CompilePod, tmp_path: Path) -> None:
+    result = _compile(job, tmp_path, FAKE_VLLM="hang", STOP_GRACE_SECONDS="1")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "artifacts" / "model.pt").exists()
 
 
 def test_compile_fails_when_the_server_exits_first(job: CompilePod, tmp_path: Path) -> None:
