@@ -146,8 +146,9 @@ du -sh "$NEURON_COMPILED_ARTIFACTS"
 
 # The upload step. `set -euo pipefail` makes any failed command (a failed part of the
 # recursive copy included) end the script before the marker is written, so the marker exists
-# only for a whole set. `cp` rather than `sync`: it needs only s3:PutObject on the key (the
-# compile role's one permission), and every file of the set is written again on a retry.
+# only for a whole set. `cp` rather than `sync`: it needs only s3:PutObject (multipart uploads
+# included) on the key, all the compile role may do there, where `sync` would also list; and
+# every file of the set is written again on a retry.
 UPLOAD_SCRIPT = r"""set -euo pipefail
 if [ -f "$ALREADY_COMPLETE_FLAG" ]; then
   echo "$MARKER_URI exists; nothing to upload"

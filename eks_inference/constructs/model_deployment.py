@@ -164,7 +164,7 @@ class ModelDeployment(Construct):
             the stack's region, which must then be known at synth time.
         """
         super().__init__(scope, construct_id)
-        for pool in {placement.workers, placement.head}:
+        for pool in (placement.workers, placement.head):
             if cluster.node_pool(pool.name) != pool:
                 raise ValueError(
                     f"deployment {spec.name!r} is placed on pool {pool.name!r}, which differs "

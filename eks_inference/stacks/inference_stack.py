@@ -28,8 +28,9 @@ class DeploymentStack(NestedStack):
     A deployment adds a manifest custom resource per chart, IAM roles and policies and Pod
     Identity associations, and a Neuron RayService manifest alone is about 60 KB of template.
     In one stack, CloudFormation's limit of a 1 MB template (and 500 resources) would cap a
-    platform at a few dozen deployments, and at about 15 Neuron RayServices. Here the parent grows by one resource per deployment
-    (the ``AWS::CloudFormation::Stack``) and each nested template holds one deployment.
+    platform at a few dozen deployments, and at about 15 Neuron RayServices. Here the parent
+    grows by one resource per deployment (the ``AWS::CloudFormation::Stack``) and each nested
+    template holds one deployment.
 
     What crosses the boundary: the cluster name, the kubectl provider's service token and the
     bucket's name and ARN arrive as nested-stack parameters, which CDK creates from the

@@ -88,7 +88,7 @@ def expect_quota(stubber: Stubber, quota: tuple[str, str], value: float) -> None
     )
 
 
-def expect_reference_quotas(stubber: Stubber, inf: float = 384) -> None:
+def expect_reference_quotas(stubber: Stubber, inf: float = 576) -> None:
     """Quotas in pool order: system (4 x 8 vCPUs), inf2 (2 x 192), g6e (6 x 8)."""
     expect_quota(stubber, STANDARD, 640)
     expect_quota(stubber, INF, inf)
@@ -139,7 +139,7 @@ def test_passes_when_the_account_is_ready(cli: Cli, ready: None, quotas: Stubber
     assert f"s3://{BUCKET} exists" in text
     assert "completion marker present" in text
     assert "inf2.48xlarge offered" in text
-    assert "Running On-Demand Inf instances (L-1945791B): 384 vCPUs >= 384 needed" in text
+    assert "Running On-Demand Inf instances (L-1945791B): 576 vCPUs >= 576 needed" in text
     assert "\x1b[" not in text
 
 
@@ -245,8 +245,8 @@ def test_quota_too_small(cli: Cli, ready: None, quotas: Stubber) -> None:
     text = " ".join(result.stdout.split())
     assert "vCPU quota" in row
     assert (
-        "Running On-Demand Inf instances (L-1945791B) is 192 vCPUs but the node pools need 384 "
-        "at max_size (inf2: 2 x 192); request an increase of L-1945791B" in text
+        "Running On-Demand Inf instances (L-1945791B) is 192 vCPUs but the node pools need 576 "
+        "at max_size (inf2: 3 x 192); request an increase of L-1945791B" in text
     )
 
 
@@ -278,7 +278,7 @@ def test_default_quota_when_none_is_applied_and_spot_codes(
     assert result.exit_code == 1
     text = " ".join(result.stdout.split())
     assert (
-        "All Inf Spot Instance Requests (L-B5D1601B) is 64 vCPUs but the node pools need 384"
+        "All Inf Spot Instance Requests (L-B5D1601B) is 64 vCPUs but the node pools need 576"
         in text
     )
 

@@ -60,7 +60,7 @@ def test_one_nodegroup_per_pool_with_ami_type_taints_and_labels(reference: Synth
     assert by_type["g6e.2xlarge"]["Labels"]["nvidia.com/gpu.present"] == "true"
     assert by_type["inf2.48xlarge"]["ScalingConfig"] == {
         "MinSize": 0,
-        "MaxSize": 2,
+        "MaxSize": 3,
         "DesiredSize": 0,
     }
 
