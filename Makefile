@@ -40,7 +40,7 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-node_modules/.installed: package.json package-lock.json $(VENV)/.runtime
+node_modules/.installed: package.json package-lock.json | $(VENV)/.runtime
 	node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js ci --no-audit --no-fund --loglevel=error
 	touch $@
 
