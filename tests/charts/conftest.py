@@ -8,24 +8,15 @@ every branch of every chart is rendered and checked by the same assertions.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic.warnings import PydanticDeprecatedSince20
 
 from eks_inference.charts.common import RenderContext
 from eks_inference.charts.render import render_files, render_platform
 from eks_inference.platform import PlatformSpec
-
-# The project turns PydanticDeprecatedSince20 into an error for its own models; Ray Serve's
-# schema module still uses deprecated Field arguments when first imported, so it is imported
-# here, before the test modules, with only Ray's warnings silenced.
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", category=PydanticDeprecatedSince20, module=r"ray(\.|$)")
-    import ray.serve.schema  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_PLATFORM = REPO / "deployments.yaml"

@@ -1,17 +1,23 @@
-"""Walk rendered objects: pod templates with the pool they must land on, containers, lookups."""
+"""Walk rendered objects: pod templates with the pool they must land on, containers, lookups,
+and the KubeRay CRD schema that RayService objects are validated against."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+import jsonschema
 import yaml
 
 from eks_inference.charts.common import COMPILE_JOB_ROLE, COMPONENT_LABEL
 from eks_inference.node_pools import NodePool
 from eks_inference.platform import PlatformSpec
 from eks_inference.spec import ModelDeploymentSpec
+from tests.charts.conftest import REFERENCE_DATA
+
+RAYSERVICE_CRD = REFERENCE_DATA / "crds" / "ray.io_rayservices.yaml"
 
 
 @dataclass(frozen=True)
@@ -82,3 +88,43 @@ def pod_templates(
 def serve_config(ray_service: dict[str, Any]) -> dict[str, Any]:
     config: dict[str, Any] = yaml.safe_load(ray_service["spec"]["serveConfigV2"])
     return config
+
+
+def _strict(schema: Any) -> Any:
+    """The CRD's structural schema as JSON Schema that also rejects unknown fields.
+
+    The API server prunes unknown fields silently, which would hide a misspelt field; here an
+    object schema with ``properties`` allows nothing else unless the CRD preserves unknown
+    fields. ``x-kubernetes-int-or-string`` fields carry no ``type``, so JSON Schema already
+    accepts both.
+    """
+    if isinstance(schema, list):
+        return [_strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    strict = {k: _strict(v) for k, v in schema.items()}
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        strict["additionalProperties"] = False
+    return strict
+
+
+@cache
+def rayservice_validator() -> jsonschema.Draft7Validator:
+    # The C loader when PyYAML has it: the CRD is 18,000 lines.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    crd = next(d for d in yaml.load_all(RAYSERVICE_CRD.read_text(), Loader=loader) if d)
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    schema = _strict(version["schema"]["openAPIV3Schema"])
+    return jsonschema.Draft7Validator(schema)
+
+
+def rayservice_schema_errors(service: dict[str, Any]) -> list[str]:
+    """Where ``service`` breaks the KubeRay 1.7.0 RayService CRD schema (empty when valid)."""
+    errors = sorted(
+        rayservice_validator().iter_errors(service), key=lambda e: list(e.absolute_path)
+    )
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors]
