@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from eks_inference import sizing
 from eks_inference.catalog import Accelerator
 from eks_inference.node_pools import NodePool
 from eks_inference.spec import ModelDeploymentSpec
@@ -111,6 +112,8 @@ class PlatformSpec(BaseModel):
             nodes_per_pool[pools[0].name] = (
                 nodes_per_pool.get(pools[0].name, 0) + deployment.nodes_during_rollout
             )
+        for i, deployment in enumerate(self.deployments):
+            _check_compile_disk(problems, i, deployment, self.node_pools)
         for j, pool in enumerate(self.node_pools):
             needed = nodes_per_pool.get(pool.name, 0)
             if needed > pool.max_size:
@@ -126,6 +129,27 @@ class PlatformSpec(BaseModel):
                 )
         problems.raise_if_any()
         return self
+
+
+def _check_compile_disk(
+    problems: Problems, index: int, deployment: ModelDeploymentSpec, pools: tuple[NodePool, ...]
+) -> None:
+    """A Neuron compile job must fit on the root volume beside the images it runs."""
+    if not deployment.on_neuron or deployment.neuron_options.compiled_artifacts_prefix is None:
+        return
+    for j, pool in enumerate(pools):
+        if deployment.instance_type not in pool.instance_types:
+            continue
+        needed = sizing.compile_disk_gib(deployment.model.architecture)
+        disk = needed + sizing.NODE_IMAGE_AND_SYSTEM_GIB
+        if pool.root_volume_gib < disk:
+            problems.add(
+                ("node_pools", j, "disk_size_gib"),
+                f"the compile job of {deployment.name!r} (deployments.{index}) needs {needed} "
+                f"GiB of local disk beside the images, but pool {pool.name!r} has "
+                f"{pool.root_volume_gib} GiB root volumes; set disk_size_gib >= {disk}",
+                pool.disk_size_gib,
+            )
 
 
 def _check_unique(problems: Problems, field: str, names: list[str]) -> None:

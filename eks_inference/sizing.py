@@ -171,6 +171,28 @@ def decode_tokens_per_second_bound(
     return per_replica * replicas_per_node(instance, tensor_parallel_size)
 
 
+# Local disk of a Neuron compile: the output holds the compiled graphs (a few GiB) and, when
+# the plugin saves them, the weights sharded per rank (the weights' size), so the weights plus
+# 16 GiB; HOME holds the Neuron compiler cache and vLLM's caches, /tmp the compiler's work
+# directories, which grow with the number of buckets.
+COMPILE_OUTPUT_HEADROOM_GIB = 16
+COMPILE_HOME_GIB = 32
+COMPILE_TMP_GIB = 32
+# Root-volume space a node needs besides pod scratch: the Neuron serving image (tens of GiB
+# unpacked), the AMI's system files and the kubelet's image garbage-collection margin.
+NODE_IMAGE_AND_SYSTEM_GIB = 60
+
+
+def compile_output_gib(model: ModelArchitecture) -> int:
+    """Local disk for one compile's artifacts: the weights plus the compiled graphs."""
+    return math.ceil(gib(weight_bytes(model))) + COMPILE_OUTPUT_HEADROOM_GIB
+
+
+def compile_disk_gib(model: ModelArchitecture) -> int:
+    """Local disk a compile container requests: output, HOME and /tmp together."""
+    return compile_output_gib(model) + COMPILE_HOME_GIB + COMPILE_TMP_GIB
+
+
 def cost_per_million_tokens(price_per_hour: float, tokens_per_second: float) -> float:
     """USD per million generated tokens at a sustained rate: price / (rate x 3600) x 1e6."""
     return price_per_hour / (tokens_per_second * 3600) * 1_000_000

@@ -72,3 +72,26 @@ def test_platform_rules(edit: Any, field: str, message: str) -> None:
     edit(data)
     errors = errors_of(data)
     assert message in errors[field], errors
+
+
+def test_neuron_compile_must_fit_the_pool_root_volume() -> None:
+    data = reference()
+    data["deployments"][0]["model"] = {
+        "id": "example/llama-34b",
+        "architecture": {
+            "family": "llama",
+            "num_layers": 60,
+            "hidden_size": 7168,
+            "num_attention_heads": 56,
+            "num_kv_heads": 8,
+            "vocab_size": 64000,
+            "num_parameters": 34_000_000_000,
+        },
+    }
+    data["deployments"][0]["limits"] = {"max_model_len": 4096, "max_num_seqs": 8}
+    errors = errors_of(data)
+    # 63.3 GiB of weights -> 64 + 16 GiB of output + 64 GiB of caches, beside 60 GiB of images.
+    assert "needs 144 GiB of local disk" in errors["node_pools.1.disk_size_gib"]
+    assert "set disk_size_gib >= 204" in errors["node_pools.1.disk_size_gib"]
+    data["node_pools"][1]["disk_size_gib"] = 204
+    assert PlatformSpec.model_validate(data)

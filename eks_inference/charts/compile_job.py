@@ -25,7 +25,7 @@ import math
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from eks_inference import names
+from eks_inference import names, sizing
 from eks_inference.artifacts import artifact_prefix, completion_marker_key
 from eks_inference.charts import engine
 from eks_inference.charts.common import (
@@ -84,15 +84,6 @@ TTL_SECONDS_AFTER_FINISHED = 24 * 3600
 HEALTH_POLL_SECONDS = 15
 STOP_GRACE_SECONDS = 60
 
-# Local disk. The output holds the compiled graphs (a few GiB) and, when the plugin saves
-# them, the weights sharded per rank (the weights' size): the weights plus 16 GiB. HOME holds
-# the Neuron compiler cache and vLLM's caches, /tmp the compiler's work directories, which
-# grow with the number of buckets. The compile container requests the sum, so the scheduler
-# only places it on a node with that much free disk (a 70B model needs a root volume larger
-# than the 200 GiB default: raise the pool's disk_size_gib).
-_OUTPUT_HEADROOM_GIB = 16
-_HOME_GIB = 32
-_TMP_GIB = 32
 # Uploading reads the local disk and writes to S3 with the AWS CLI's ten concurrent requests:
 # one CPU and 1 GiB keep up with it. The upload is budgeted at the same pessimistic 170 MiB/s
 # (6 s per GiB) as reading the weights.
@@ -165,16 +156,6 @@ printf '{"artifacts": "%s", "compiler_image": "%s", "completed_at": "%s"}\n' \
   | aws s3 cp - "$MARKER_URI"
 echo "wrote the completion marker $MARKER_URI"
 """
-
-
-def output_size_gib(spec: ModelDeploymentSpec) -> int:
-    """Local disk for the compiled artifacts of ``spec``: weights plus graphs."""
-    return math.ceil(weights_gib(spec)) + _OUTPUT_HEADROOM_GIB
-
-
-def ephemeral_storage_gib(spec: ModelDeploymentSpec) -> int:
-    """Local disk the compile container requests: the output, HOME and /tmp together."""
-    return output_size_gib(spec) + _HOME_GIB + _TMP_GIB
 
 
 def active_deadline_seconds(spec: ModelDeploymentSpec) -> int:
@@ -289,6 +270,7 @@ class CompileJobChart(DeploymentChart):
         )
 
         share = pod_resources(spec.instance, spec.replicas_per_node)
+        compile_disk = sizing.compile_disk_gib(spec.model.architecture)
         compile_env = {
             **server_environment(spec, context),
             # The one difference from serving: compile into local disk, not the read-only
@@ -316,7 +298,7 @@ class CompileJobChart(DeploymentChart):
                     names.NEURONCORE_RESOURCE: str(spec.tensor_parallel_size),
                 },
                 # Disk is a request only: the emptyDirs' size limits bound what each may use.
-                requested_only={"ephemeral-storage": f"{ephemeral_storage_gib(spec)}Gi"},
+                requested_only={"ephemeral-storage": f"{compile_disk}Gi"},
             ),
             security_context=_security_context(),
             volume_mounts=[
@@ -383,9 +365,9 @@ class CompileJobChart(DeploymentChart):
             init_containers=[compile_container],
             containers=[upload_container],
             volumes=[
-                _empty_dir("output", f"{output_size_gib(spec)}Gi"),
-                _empty_dir("home", f"{_HOME_GIB}Gi"),
-                _empty_dir("tmp", f"{_TMP_GIB}Gi"),
+                _empty_dir("output", f"{sizing.compile_output_gib(spec.model.architecture)}Gi"),
+                _empty_dir("home", f"{sizing.COMPILE_HOME_GIB}Gi"),
+                _empty_dir("tmp", f"{sizing.COMPILE_TMP_GIB}Gi"),
                 _empty_dir("shm", f"{shared_memory_mib(share.memory_mib)}Mi", medium="Memory"),
                 _claim(WEIGHTS_ROLE, weights),
                 _claim(ARTIFACTS_ROLE, artifacts),
