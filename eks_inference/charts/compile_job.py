@@ -27,7 +27,7 @@ from constructs import Construct
 
 from eks_inference import names, sizing
 from eks_inference.artifacts import artifact_prefix, completion_marker_key
-from eks_inference.charts import engine
+from eks_inference.charts import engine, values
 from eks_inference.charts.common import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
@@ -170,10 +170,6 @@ def active_deadline_seconds(spec: ModelDeploymentSpec) -> int:
     return NODE_AND_IMAGE_SECONDS + (BACKOFF_LIMIT + 1) * attempt
 
 
-def _quantity(value: str) -> k8s.Quantity:
-    return k8s.Quantity.from_string(value)
-
-
 def _env(values: dict[str, str]) -> list[k8s.EnvVar]:
     return [k8s.EnvVar(name=name, value=value) for name, value in values.items()]
 
@@ -184,8 +180,8 @@ def _resources(
     # Requests equal limits (Guaranteed QoS): a compile that the kubelet evicted or throttled
     # under memory pressure would lose its work. `requested_only` amounts reserve capacity
     # without a limit.
-    limits = {name: _quantity(amount) for name, amount in amounts.items()}
-    extra = {name: _quantity(amount) for name, amount in (requested_only or {}).items()}
+    limits = {name: values.quantity(amount) for name, amount in amounts.items()}
+    extra = {name: values.quantity(amount) for name, amount in (requested_only or {}).items()}
     return k8s.ResourceRequirements(requests={**limits, **extra}, limits=limits)
 
 
@@ -204,14 +200,15 @@ def _claim(name: str, volume: MountpointVolume) -> k8s.Volume:
     return k8s.Volume(
         name=name,
         persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
-            claim_name=volume.claim.name, read_only=True
+            claim_name=volume.claim_name, read_only=True
         ),
     )
 
 
 def _empty_dir(name: str, size: str, *, medium: str | None = None) -> k8s.Volume:
     return k8s.Volume(
-        name=name, empty_dir=k8s.EmptyDirVolumeSource(medium=medium, size_limit=_quantity(size))
+        name=name,
+        empty_dir=k8s.EmptyDirVolumeSource(medium=medium, size_limit=values.quantity(size)),
     )
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 
+import cdk8s
 from cdk8s_plus_27 import k8s
 from constructs import Construct
 
+from eks_inference.charts import values
 from eks_inference.charts.common import DeploymentChart
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec import ModelDeploymentSpec
@@ -29,6 +31,8 @@ _NOMINAL_CAPACITY = "1Ti"
 _CACHE_HEADROOM = 1.1
 _CACHE_MIN_GIB = 4
 _CACHE_MAX_GIB = 64
+# Where a chart keeps the Mountpoint volumes created in it (see mountpoint_volumes).
+_CHART_VOLUMES = "_eks_inference_mountpoint_volumes"
 
 
 def cache_size_gib(object_set_gib: float) -> int:
@@ -50,8 +54,9 @@ class MountpointVolume(Construct):
     denies every other user, root included, without it. ``uid``/``gid`` make the files owned
     by the consuming user (the Ray images' uid 1000), which a writer needs. ``region`` is
     explicit so that the mount needs no instance metadata (IMDS hop limit) to find the bucket.
-    The claim's ``volumeName`` and the volume's ``claimRef`` are taken from the objects, so
-    the pair binds only to each other.
+    The claim's ``volumeName`` and the volume's ``claimRef`` are the names the two objects
+    are given (one string each, used on both sides), so the pair binds only to each other;
+    :attr:`claim_name` is what pods mount.
     """
 
     def __init__(
@@ -87,20 +92,23 @@ class MountpointVolume(Construct):
         self.read_only = read_only
         # PersistentVolumes are cluster-scoped: the namespace in the name keeps it unique
         # across namespaces, and the handle is the name, unique by construction.
+        volume_name = f"{namespace}-{name}"
+        self.claim_name = name
+        """The claim's name: what pods mount (the same string the claim object is given)."""
         self.volume = k8s.KubePersistentVolume(
             self,
             "volume",
-            metadata=k8s.ObjectMeta(name=f"{namespace}-{name}"),
+            metadata=k8s.ObjectMeta(name=volume_name),
             spec=k8s.PersistentVolumeSpec(
                 access_modes=[access_mode],
-                capacity={"storage": k8s.Quantity.from_string(_NOMINAL_CAPACITY)},
+                capacity={"storage": values.quantity(_NOMINAL_CAPACITY)},
                 storage_class_name="",
                 persistent_volume_reclaim_policy="Retain",
-                claim_ref=k8s.ObjectReference(namespace=namespace, name=name),
+                claim_ref=k8s.ObjectReference(namespace=namespace, name=self.claim_name),
                 mount_options=options,
                 csi=k8s.CsiPersistentVolumeSource(
                     driver=CSI_DRIVER,
-                    volume_handle=f"{namespace}-{name}",
+                    volume_handle=volume_name,
                     volume_attributes={
                         "bucketName": bucket_name,
                         "cache": "emptyDir",
@@ -112,16 +120,29 @@ class MountpointVolume(Construct):
         self.claim = k8s.KubePersistentVolumeClaim(
             self,
             "claim",
-            metadata=k8s.ObjectMeta(name=name, namespace=namespace),
+            metadata=k8s.ObjectMeta(name=self.claim_name, namespace=namespace),
             spec=k8s.PersistentVolumeClaimSpec(
                 access_modes=[access_mode],
                 storage_class_name="",
-                volume_name=self.volume.name,
+                volume_name=volume_name,
                 resources=k8s.ResourceRequirements(
-                    requests={"storage": k8s.Quantity.from_string(_NOMINAL_CAPACITY)}
+                    requests={"storage": values.quantity(_NOMINAL_CAPACITY)}
                 ),
             ),
         )
+        chart = scope if isinstance(scope, cdk8s.Chart) else cdk8s.Chart.of(scope)
+        chart.__dict__.setdefault(_CHART_VOLUMES, []).append(self)
+
+
+def mountpoint_volumes(chart: cdk8s.Chart) -> tuple[MountpointVolume, ...]:
+    """The :class:`MountpointVolume` objects whose chart is ``chart``, in creation order.
+
+    Each volume records itself on its chart when it is created, so this needs no walk of the
+    construct tree (which, for charts synthesized from Python, is a round trip to Node.js
+    per construct).
+    """
+    volumes: list[MountpointVolume] = chart.__dict__.get(_CHART_VOLUMES, [])
+    return tuple(volumes)
 
 
 class MountpointVolumeChart(DeploymentChart):

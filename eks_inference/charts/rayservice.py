@@ -179,6 +179,8 @@ class RayServiceChart(DeploymentChart):
             metadata=metadata(names.service_account_name(spec.name)),
             automount_token=False,
         )
+        # Read from the object once; head and worker pods both name it.
+        self._service_account_name = self.service_account.name
         self.serve_app: kplus.ConfigMap | None = None
         app = _ServeAppFiles()
         if spec.on_neuron:
@@ -282,7 +284,7 @@ class RayServiceChart(DeploymentChart):
     def _pod(self, pool: NodePool, *, api_token: bool) -> dict[str, Any]:
         """Pod-level settings shared by head and workers: identity, user and placement."""
         pod: dict[str, Any] = {
-            "serviceAccountName": self.service_account.name,
+            "serviceAccountName": self._service_account_name,
             "automountServiceAccountToken": api_token,
             "securityContext": {
                 "runAsNonRoot": True,
@@ -414,5 +416,5 @@ def _shm_volume(memory_mib: int) -> dict[str, Any]:
 def _claim_volume(name: str, volume: MountpointVolume) -> dict[str, Any]:
     return {
         "name": name,
-        "persistentVolumeClaim": {"claimName": volume.claim.name, "readOnly": True},
+        "persistentVolumeClaim": {"claimName": volume.claim_name, "readOnly": True},
     }

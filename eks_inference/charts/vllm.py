@@ -16,7 +16,7 @@ from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from eks_inference import names
-from eks_inference.charts import engine
+from eks_inference.charts import engine, values
 from eks_inference.charts.common import (
     ARTIFACTS_GATE_CONTAINER,
     ARTIFACTS_GATE_CPU_MILLIS,
@@ -172,19 +172,35 @@ class VllmChart(DeploymentChart):
             metadata=metadata(spec.name),
             pod_metadata=cdk8s.ApiObjectMetadata(labels=object_labels(spec, "vllm")),
             replicas=spec.scaling.min_replicas,
-            strategy=kplus.DeploymentStrategy.rolling_update(
-                max_surge=kplus.PercentOrAbsolute.absolute(1),
-                max_unavailable=kplus.PercentOrAbsolute.absolute(0),
-            ),
+            strategy=values.rolling_update(max_surge=1, max_unavailable=0),
             # A rollout is stuck only once a new replica has had time for a node, an image
             # pull and a model load.
-            progress_deadline=cdk8s.Duration.seconds(rollout_seconds(spec)),
+            progress_deadline=values.seconds(rollout_seconds(spec)),
             service_account=self.service_account,
             automount_service_account_token=False,
             security_context=kplus.PodSecurityContextProps(ensure_non_root=False),
-            termination_grace_period=cdk8s.Duration.seconds(_TERMINATION_GRACE_S),
+            termination_grace_period=values.seconds(_TERMINATION_GRACE_S),
         )
-        container = self.deployment.add_container(
+        # Mounts in this order: HOME, /tmp, /dev/shm, then the read-only model volumes.
+        mounts = [
+            kplus.VolumeMount(path=HOME_PATH, volume=home),
+            kplus.VolumeMount(path=TMP_PATH, volume=tmp),
+            kplus.VolumeMount(path="/dev/shm", volume=shm),
+        ]
+        if weights is not None:
+            weights_volume = volumes.claim(WEIGHTS_ROLE, weights)
+            mounts.append(
+                kplus.VolumeMount(path=MODEL_MOUNT_PATH, volume=weights_volume, read_only=True)
+            )
+        artifacts_volume: kplus.Volume | None = None
+        if artifacts is not None:
+            artifacts_volume = volumes.claim(ARTIFACTS_ROLE, artifacts)
+            mounts.append(
+                kplus.VolumeMount(
+                    path=ARTIFACTS_MOUNT_PATH, volume=artifacts_volume, read_only=True
+                )
+            )
+        self.deployment.add_container(
             name=CONTAINER_NAME,
             image=NEURON_VLLM_IMAGE if spec.on_neuron else VLLM_GPU_IMAGE,
             image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
@@ -192,15 +208,15 @@ class VllmChart(DeploymentChart):
             command=["python3", "-m", "vllm.entrypoints.openai.api_server"],
             args=engine.vllm_server_args(spec, bucket_name=context.bucket_name),
             port_number=OPENAI_PORT,
-            env_variables={k: kplus.EnvValue.from_value(v) for k, v in env.items()},
+            env_variables={k: values.env_value(v) for k, v in env.items()},
             resources=kplus.ContainerResources(
                 cpu=kplus.CpuResources(
-                    request=kplus.Cpu.millis(resources.cpu_millis),
-                    limit=kplus.Cpu.millis(resources.cpu_millis),
+                    request=values.cpu_millis(resources.cpu_millis),
+                    limit=values.cpu_millis(resources.cpu_millis),
                 ),
                 memory=kplus.MemoryResources(
-                    request=cdk8s.Size.mebibytes(resources.memory_mib),
-                    limit=cdk8s.Size.mebibytes(resources.memory_mib),
+                    request=values.mebibytes(resources.memory_mib),
+                    limit=values.mebibytes(resources.memory_mib),
                 ),
             ),
             security_context=kplus.ContainerSecurityContextProps(
@@ -209,41 +225,34 @@ class VllmChart(DeploymentChart):
                 allow_privilege_escalation=False,
                 privileged=False,
             ),
-            startup=kplus.Probe.from_http_get(
+            startup=values.http_get_probe(
                 HEALTH_PATH,
                 port=OPENAI_PORT,
-                period_seconds=cdk8s.Duration.seconds(_PROBE_PERIOD_S),
-                timeout_seconds=cdk8s.Duration.seconds(_PROBE_TIMEOUT_S),
+                period_seconds=_PROBE_PERIOD_S,
+                timeout_seconds=_PROBE_TIMEOUT_S,
                 failure_threshold=math.ceil(load_seconds / _PROBE_PERIOD_S),
             ),
-            readiness=kplus.Probe.from_http_get(
+            readiness=values.http_get_probe(
                 HEALTH_PATH,
                 port=OPENAI_PORT,
-                period_seconds=cdk8s.Duration.seconds(_PROBE_PERIOD_S),
-                timeout_seconds=cdk8s.Duration.seconds(_PROBE_TIMEOUT_S),
+                period_seconds=_PROBE_PERIOD_S,
+                timeout_seconds=_PROBE_TIMEOUT_S,
                 failure_threshold=_READINESS_FAILURES,
             ),
-            liveness=kplus.Probe.from_http_get(
+            liveness=values.http_get_probe(
                 HEALTH_PATH,
                 port=OPENAI_PORT,
-                period_seconds=cdk8s.Duration.seconds(_LIVENESS_PERIOD_S),
-                timeout_seconds=cdk8s.Duration.seconds(_LIVENESS_TIMEOUT_S),
+                period_seconds=_LIVENESS_PERIOD_S,
+                timeout_seconds=_LIVENESS_TIMEOUT_S,
                 failure_threshold=_LIVENESS_FAILURES,
             ),
             lifecycle=kplus.ContainerLifecycle(
-                pre_stop=kplus.Handler.from_command(["sleep", str(_PRE_STOP_SLEEP_S)])
+                pre_stop=values.command_handler("sleep", str(_PRE_STOP_SLEEP_S))
             ),
+            volume_mounts=mounts,
         )
-        container.mount(HOME_PATH, home)
-        container.mount(TMP_PATH, tmp)
-        container.mount("/dev/shm", shm)
-        if weights is not None:
-            container.mount(MODEL_MOUNT_PATH, volumes.claim(WEIGHTS_ROLE, weights), read_only=True)
-        if artifacts is not None:
-            artifacts_volume = volumes.claim(ARTIFACTS_ROLE, artifacts)
-            container.mount(ARTIFACTS_MOUNT_PATH, artifacts_volume, read_only=True)
-            if gates_on_compiled_artifacts(spec):
-                self._add_artifacts_gate(spec, context, artifacts_volume)
+        if artifacts_volume is not None and gates_on_compiled_artifacts(spec):
+            self._add_artifacts_gate(spec, context, artifacts_volume)
 
         self._place(spec, placement)
 
@@ -260,7 +269,7 @@ class VllmChart(DeploymentChart):
             "disruption-budget",
             metadata=k8s.ObjectMeta(name=spec.name, namespace=names.INFERENCE_NAMESPACE),
             spec=k8s.PodDisruptionBudgetSpec(
-                max_unavailable=k8s.IntOrString.from_number(1),
+                max_unavailable=values.int_or_string(1),
                 selector=k8s.LabelSelector(match_labels=self.deployment.match_labels),
                 unhealthy_pod_eviction_policy="AlwaysAllow",
             ),
@@ -275,19 +284,19 @@ class VllmChart(DeploymentChart):
         find a partial set, fail to load it and, being unable to write to the read-only
         artifacts volume, never serve. See :func:`artifacts_gate_command`.
         """
-        gate = self.deployment.add_init_container(
+        self.deployment.add_init_container(
             name=ARTIFACTS_GATE_CONTAINER,
             image=NEURON_VLLM_IMAGE,
             image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
             command=artifacts_gate_command(spec, bucket_name=context.bucket_name),
             resources=kplus.ContainerResources(
                 cpu=kplus.CpuResources(
-                    request=kplus.Cpu.millis(ARTIFACTS_GATE_CPU_MILLIS),
-                    limit=kplus.Cpu.millis(ARTIFACTS_GATE_CPU_MILLIS),
+                    request=values.cpu_millis(ARTIFACTS_GATE_CPU_MILLIS),
+                    limit=values.cpu_millis(ARTIFACTS_GATE_CPU_MILLIS),
                 ),
                 memory=kplus.MemoryResources(
-                    request=cdk8s.Size.mebibytes(ARTIFACTS_GATE_MEMORY_MIB),
-                    limit=cdk8s.Size.mebibytes(ARTIFACTS_GATE_MEMORY_MIB),
+                    request=values.mebibytes(ARTIFACTS_GATE_MEMORY_MIB),
+                    limit=values.mebibytes(ARTIFACTS_GATE_MEMORY_MIB),
                 ),
             ),
             security_context=kplus.ContainerSecurityContextProps(
@@ -296,8 +305,10 @@ class VllmChart(DeploymentChart):
                 allow_privilege_escalation=False,
                 privileged=False,
             ),
+            volume_mounts=[
+                kplus.VolumeMount(path=ARTIFACTS_MOUNT_PATH, volume=artifacts, read_only=True)
+            ],
         )
-        gate.mount(ARTIFACTS_MOUNT_PATH, artifacts, read_only=True)
 
     def _place(self, spec: ModelDeploymentSpec, placement: Placement) -> None:
         """Patch what cdk8s-plus cannot express: pool, scheduler and device-plugin resources.
@@ -309,25 +320,26 @@ class VllmChart(DeploymentChart):
         parallelism over NeuronLink needs.
         """
         pool = placement.workers
-        deployment = cdk8s.ApiObject.of(self.deployment)
         pod = "/spec/template/spec"
-        deployment.add_json_patch(cdk8s.JsonPatch.add(f"{pod}/nodeSelector", pool.node_selector()))
+        patches = [values.json_patch_add(f"{pod}/nodeSelector", pool.node_selector())]
         if pool.taints:
-            deployment.add_json_patch(cdk8s.JsonPatch.add(f"{pod}/tolerations", pool.tolerations()))
+            patches.append(values.json_patch_add(f"{pod}/tolerations", pool.tolerations()))
         resource = names.NEURONCORE_RESOURCE if spec.on_neuron else names.NVIDIA_GPU_RESOURCE
         for side in ("requests", "limits"):
             # The typed Deployment serializes resource amounts from Quantity objects after
             # patching, so the patched amount must be one (a plain string renders as null).
-            deployment.add_json_patch(
-                cdk8s.JsonPatch.add(
+            patches.append(
+                values.quantity_patch_add(
                     f"{pod}/containers/0/resources/{side}/{_json_pointer(resource)}",
-                    k8s.Quantity.from_string(str(spec.tensor_parallel_size)),
+                    str(spec.tensor_parallel_size),
                 )
             )
         if spec.on_neuron and spec.tensor_parallel_size < spec.instance.cores:
-            deployment.add_json_patch(
-                cdk8s.JsonPatch.add(f"{pod}/schedulerName", names.NEURON_SCHEDULER_NAME)
+            patches.append(
+                values.json_patch_add(f"{pod}/schedulerName", names.NEURON_SCHEDULER_NAME)
             )
+        # One call for all of them, applied in list order.
+        cdk8s.ApiObject.of(self.deployment).add_json_patch(*patches)
 
 
 class _Volumes:
@@ -338,7 +350,7 @@ class _Volumes:
 
     def empty_dir(self, name: str, *, size_gib: int) -> kplus.Volume:
         return kplus.Volume.from_empty_dir(
-            self._scope, f"{name}-volume", name, size_limit=cdk8s.Size.gibibytes(size_gib)
+            self._scope, f"{name}-volume", name, size_limit=values.gibibytes(size_gib)
         )
 
     def shared_memory(self, size_mib: int) -> kplus.Volume:
@@ -347,12 +359,12 @@ class _Volumes:
             "shm-volume",
             "shm",
             medium=kplus.EmptyDirMedium.MEMORY,
-            size_limit=cdk8s.Size.mebibytes(size_mib),
+            size_limit=values.mebibytes(size_mib),
         )
 
     def claim(self, name: str, volume: MountpointVolume) -> kplus.Volume:
         claim = kplus.PersistentVolumeClaim.from_claim_name(
-            self._scope, f"{name}-claim", volume.claim.name
+            self._scope, f"{name}-claim", volume.claim_name
         )
         return kplus.Volume.from_persistent_volume_claim(
             self._scope, f"{name}-volume", claim, name=name, read_only=True

@@ -9,6 +9,7 @@ very resource it accepts and nothing broader.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import Acknowledgment, Stack, Validations
@@ -16,9 +17,14 @@ from aws_cdk import aws_iam as iam
 from constructs import IConstruct
 
 
-def acknowledge(scope: IConstruct, rule_id: str, reason: str) -> None:
-    """Accept ``rule_id`` on ``scope`` and everything below it, with the reason recorded."""
-    Validations.of(scope).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+def acknowledge(scope: IConstruct, rule_id: str | Sequence[str], reason: str) -> None:
+    """Accept ``rule_id`` (or each of several) on ``scope`` and everything below it, with the
+    reason recorded."""
+    rule_ids = [rule_id] if isinstance(rule_id, str) else rule_id
+    if rule_ids:
+        Validations.of(scope).acknowledge(
+            *(Acknowledgment(id=rule, reason=reason) for rule in rule_ids)
+        )
 
 
 def flatten_reference(scope: IConstruct, value: Any) -> str:
@@ -29,6 +35,12 @@ def flatten_reference(scope: IConstruct, value: Any) -> str:
 def wildcard_resource_finding(scope: IConstruct, resource: Any) -> str:
     """The AwsSolutions-IAM5 finding id for one wildcard resource of a policy statement."""
     return f"AwsSolutions-IAM5[Resource::{flatten_reference(scope, resource)}]"
+
+
+def wildcard_resource_findings(scope: IConstruct, resources: list[Any]) -> list[str]:
+    """:func:`wildcard_resource_finding` for several resources, resolved in one call."""
+    resolved = Stack.of(scope).resolve(resources) if resources else []
+    return [f"AwsSolutions-IAM5[Resource::{_flatten(value)}]" for value in resolved]
 
 
 def managed_policy_finding(policy_name: str) -> str:
@@ -45,8 +57,9 @@ def acknowledge_managed_policies(scope: IConstruct, reason: str) -> None:
     for child in scope.node.find_all():
         if isinstance(child, iam.CfnRole):
             arns = Stack.of(child).resolve(child.managed_policy_arns) or []
-            for arn in arns:
-                acknowledge(child, f"AwsSolutions-IAM4[Policy::{_flatten(arn)}]", reason)
+            acknowledge(
+                child, [f"AwsSolutions-IAM4[Policy::{_flatten(arn)}]" for arn in arns], reason
+            )
 
 
 def _flatten(node: Any) -> str:

@@ -196,7 +196,7 @@ class InferenceAddons(Construct):
         role = iam.Role(
             self,
             "MountpointRole",
-            assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+            assumed_by=cluster.pods_principal,
             description=(
                 f"Mountpoint for S3 CSI driver of EKS cluster {cluster.cluster_name}: reads "
                 "model bucket prefixes"

@@ -165,6 +165,8 @@ class InferenceCluster(Construct):
         self.release = kubernetes_release(kubernetes_version)
         self.node_pools: tuple[NodePool, ...] = tuple(node_pools)
         self._addons: InferenceAddons | None = None
+        self._pods_principal: iam.IPrincipal | None = None
+        self._cluster_name_ref: str | None = None
 
         self.vpc = vpc or self._new_vpc(max_azs, availability_zones)
         self.secrets_key = kms.Key(
@@ -330,19 +332,34 @@ class InferenceCluster(Construct):
         role = iam.Role(
             scope,
             f"{construct_id}Role",
-            assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+            assumed_by=self.pods_principal,
             description=description,
         )
+        if self._cluster_name_ref is None:
+            self._cluster_name_ref = self.cluster.cluster_name
         association = eks.CfnPodIdentityAssociation(
             scope,
             f"{construct_id}Association",
-            cluster_name=self.cluster.cluster_name,
+            cluster_name=self._cluster_name_ref,
             namespace=namespace,
             service_account=service_account,
             role_arn=role.role_arn,
         )
         association.node.add_dependency(self.pod_identity_agent)
         return PodIdentity(role=role, association=association)
+
+    @property
+    def pods_principal(self) -> iam.IPrincipal:
+        """What Pod Identity roles trust: ``pods.eks.amazonaws.com``, with session tags.
+
+        One principal object serves every such role (principals are values; each role
+        renders its own trust policy from it).
+        """
+        if self._pods_principal is None:
+            self._pods_principal = iam.SessionTagsPrincipal(
+                iam.ServicePrincipal("pods.eks.amazonaws.com")
+            )
+        return self._pods_principal
 
     def _pool_nodegroup(self, name: str) -> PoolNodegroup:
         try:
@@ -405,13 +422,12 @@ class InferenceCluster(Construct):
         return eks.EndpointAccess.PUBLIC_AND_PRIVATE
 
     def _acknowledge_findings(self, *, public: bool) -> None:
-        for policy in _NODE_POLICIES:
-            acknowledge(
-                self.node_role,
-                managed_policy_finding(policy),
-                "The AWS managed policies EKS requires for managed node groups; AWS keeps "
-                "them current with what nodes and the VPC CNI need.",
-            )
+        acknowledge(
+            self.node_role,
+            [managed_policy_finding(policy) for policy in _NODE_POLICIES],
+            "The AWS managed policies EKS requires for managed node groups; AWS keeps "
+            "them current with what nodes and the VPC CNI need.",
+        )
         acknowledge(
             self.cluster.role,
             managed_policy_finding("AmazonEKSClusterPolicy"),

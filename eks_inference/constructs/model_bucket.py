@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import jsii
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from constructs import Construct
+from constructs import Construct, IValidation
 
-from eks_inference.constructs._nag import acknowledge, wildcard_resource_finding
+from eks_inference.constructs._nag import acknowledge, wildcard_resource_findings
 
 _ACCESS_LOG_PREFIX = "model-bucket/"
 # Grant log delivery through a bucket policy instead of the LogDeliveryWrite ACL, so both
 # buckets can keep ACLs disabled (BucketOwnerEnforced).
 _LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
+_PREFIX_WILDCARD_REASON = (
+    "Access is limited to one key prefix of the model bucket; the trailing wildcard covers "
+    "the objects below that prefix only."
+)
 
 
 def _check_prefix(prefix: str) -> None:
@@ -59,6 +64,9 @@ class ModelBucket(Construct):
         super().__init__(scope, construct_id)
         self.node.set_context(_LOGS_USE_BUCKET_POLICY, True)
         self.encryption_key = encryption_key
+        self._bucket_name: str | None = None
+        self._bucket_arn: str | None = None
+        self._prefix_wildcards: _PrefixWildcardAcknowledgments | None = None
         self.access_log_bucket = s3.Bucket(
             self,
             "AccessLogs",
@@ -96,11 +104,20 @@ class ModelBucket(Construct):
 
     @property
     def bucket_name(self) -> str:
-        return self.bucket.bucket_name
+        # Read once: every deployment renders it, and each read is a round trip to Node.js.
+        if self._bucket_name is None:
+            self._bucket_name = self.bucket.bucket_name
+        return self._bucket_name
 
     @property
     def bucket_arn(self) -> str:
-        return self.bucket.bucket_arn
+        if self._bucket_arn is None:
+            self._bucket_arn = self.bucket.bucket_arn
+        return self._bucket_arn
+
+    def arn_for_objects(self, key_pattern: str) -> str:
+        """The ARN of the objects matching ``key_pattern``, as ``s3.Bucket.arn_for_objects``."""
+        return f"{self.bucket_arn}/{key_pattern}"
 
     def grant_read_prefix(self, grantee: iam.IGrantable, prefix: str) -> iam.Grant:
         """Let ``grantee`` list and read the objects under ``prefix``, and nothing else.
@@ -114,10 +131,10 @@ class ModelBucket(Construct):
         list_grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["s3:ListBucket"],
-            resource_arns=[self.bucket.bucket_arn],
+            resource_arns=[self.bucket_arn],
             conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
         )
-        objects = self.bucket.arn_for_objects(f"{prefix}*")
+        objects = self.arn_for_objects(f"{prefix}*")
         iam.Grant.add_to_principal(
             grantee=grantee, actions=["s3:GetObject"], resource_arns=[objects]
         )
@@ -134,7 +151,7 @@ class ModelBucket(Construct):
         overwrite keeps the previous version.
         """
         _check_prefix(prefix)
-        objects = self.bucket.arn_for_objects(f"{prefix}*")
+        objects = self.arn_for_objects(f"{prefix}*")
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["s3:PutObject", "s3:AbortMultipartUpload"],
@@ -148,11 +165,37 @@ class ModelBucket(Construct):
         return grant
 
     def _acknowledge_prefix_wildcard(self, grantee: iam.IGrantable, objects: str) -> None:
-        principal = grantee.grant_principal
-        if isinstance(principal, Construct):
-            acknowledge(
-                principal,
-                wildcard_resource_finding(principal, objects),
-                "Access is limited to one key prefix of the model bucket; the trailing "
-                "wildcard covers the objects below that prefix only.",
-            )
+        if self._prefix_wildcards is None:
+            self._prefix_wildcards = _PrefixWildcardAcknowledgments()
+            self.node.add_validation(self._prefix_wildcards)
+        self._prefix_wildcards.add(grantee, objects)
+
+
+@jsii.implements(IValidation)
+class _PrefixWildcardAcknowledgments:
+    """Acknowledges the prefix wildcards a bucket granted, as cdk-nag will see them.
+
+    Each acknowledgment is made on the principal that holds the grant and names one prefix.
+    cdk-nag matches it by the exact text of the finding, which names the bucket ARN as the
+    principal's template does: for a principal in another stack than the bucket (a
+    deployment's nested stack) that is a parameter CDK creates only when references are
+    resolved, just before validation. Construct validations run after that and before the
+    validation plugins, so all of a bucket's acknowledgments are recorded here, in one
+    validation, with the ARNs of each principal resolved in one call. Returns no errors.
+    """
+
+    def __init__(self) -> None:
+        # Grantee -> (its principal, the object ARNs granted to it), in grant order.
+        self._grants: dict[int, tuple[iam.IPrincipal, dict[str, None]]] = {}
+
+    def add(self, grantee: iam.IGrantable, objects: str) -> None:
+        if id(grantee) not in self._grants:
+            self._grants[id(grantee)] = (grantee.grant_principal, {})
+        self._grants[id(grantee)][1][objects] = None
+
+    def validate(self) -> list[str]:
+        for principal, objects in self._grants.values():
+            if isinstance(principal, Construct):
+                findings = wildcard_resource_findings(principal, list(objects))
+                acknowledge(principal, findings, _PREFIX_WILDCARD_REASON)
+        return []

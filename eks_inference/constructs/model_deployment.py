@@ -9,14 +9,13 @@ access to their own prefixes of the :class:`~eks_inference.constructs.ModelBucke
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 from typing import Any
 
 import cdk8s
-import jsii
 from aws_cdk import AssetHashType, AssetStaging, Stack, Token
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
-from constructs import Construct, IConstruct, IValidation
+from constructs import Construct, IConstruct
 
 from eks_inference import names
 from eks_inference.artifacts import artifact_prefix
@@ -26,8 +25,7 @@ from eks_inference.charts import (
     compile_job_charts,
     deployment_charts,
 )
-from eks_inference.charts.mountpoint import MountpointVolume
-from eks_inference.constructs._nag import acknowledge, wildcard_resource_finding
+from eks_inference.charts.mountpoint import mountpoint_volumes
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.platform import Placement
@@ -192,7 +190,6 @@ class ModelDeployment(Construct):
             # After the volumes it mounts; serving pods wait for its completion marker.
             self.charts += compile_job_charts(charts, spec, placement, context)
 
-        prefix_grants: list[tuple[iam.Role, str]] = []
         self.server_identity: PodIdentity | None = None
         if spec.weights.loader == "runai_streamer":
             self.server_identity = cluster.add_pod_identity(
@@ -206,7 +203,6 @@ class ModelDeployment(Construct):
                 scope=self,
             )
             bucket.grant_read_prefix(self.server_identity.role, spec.weights.prefix)
-            prefix_grants.append((self.server_identity.role, spec.weights.prefix))
 
         self.compile_identity: PodIdentity | None = None
         if spec.on_neuron and spec.neuron_options.compiled_artifacts_prefix is not None:
@@ -222,9 +218,6 @@ class ModelDeployment(Construct):
                 scope=self,
             )
             bucket.grant_write_prefix(self.compile_identity.role, key)
-            prefix_grants.append((self.compile_identity.role, key))
-        if prefix_grants:
-            self.node.add_validation(_PrefixWildcardAcknowledgments(bucket, prefix_grants))
 
         identities = {
             names.service_account_name(spec.name): self.server_identity,
@@ -239,58 +232,32 @@ class ModelDeployment(Construct):
             manifest = eks.KubernetesManifest(
                 self, role, cluster=cluster.eks_cluster, manifest=objects
             )
-            manifest.node.add_dependency(cluster.inference_namespace)
+            # Everything the manifest waits for, added in one call.
+            dependencies: list[IConstruct] = [cluster.inference_namespace]
             if self.manifests:
                 # Apply order is list order: a server mounts the claims applied before it.
-                manifest.node.add_dependency(self.manifests[-1])
+                dependencies.append(self.manifests[-1])
             prefixes = _mounted_prefixes(chart)
             if prefixes:
                 for prefix in prefixes:
                     addons.grant_mountpoint_read(prefix)
                 self.mountpoint_prefixes += prefixes
                 # The driver must exist, and be able to read, before a volume is mounted.
-                manifest.node.add_dependency(addons.mountpoint_addon, addons.mountpoint_role)
+                dependencies += [addons.mountpoint_addon, addons.mountpoint_role]
             if any(o["apiVersion"].startswith(_KUBERAY_API_GROUP) for o in objects):
-                manifest.node.add_dependency(addons.kuberay_operator_chart)
+                dependencies.append(addons.kuberay_operator_chart)
             for account in _service_accounts(objects):
                 identity = identities.get(account)
                 if identity is not None:
-                    manifest.node.add_dependency(identity.association, identity.role)
+                    dependencies += [identity.association, identity.role]
+            manifest.node.add_dependency(*dependencies)
             self.manifests.append(manifest)
-
-
-@jsii.implements(IValidation)
-class _PrefixWildcardAcknowledgments:
-    """Acknowledges the prefix wildcards of a deployment's roles as cdk-nag will see them.
-
-    :class:`ModelBucket` acknowledges each prefix grant when it is made, naming the bucket ARN
-    as the grantee's stack resolves it then. In a nested stack that ARN becomes a parameter
-    (``referenceto...Arn``) only once references are resolved, just before validation, and
-    cdk-nag matches acknowledgments by that final text. Construct validations run after the
-    references are resolved and before the validation plugins, so the same acknowledgment is
-    recorded again here, with the ARN as the nested template names it. Returns no errors.
-    """
-
-    def __init__(self, bucket: ModelBucket, grants: Sequence[tuple[iam.Role, str]]) -> None:
-        self._bucket = bucket
-        self._grants = tuple(grants)
-
-    def validate(self) -> list[str]:
-        for role, prefix in self._grants:
-            objects = self._bucket.bucket.arn_for_objects(f"{prefix}*")
-            acknowledge(
-                role,
-                wildcard_resource_finding(role, objects),
-                "Access is limited to one key prefix of the model bucket; the trailing "
-                "wildcard covers the objects below that prefix only.",
-            )
-        return []
 
 
 def _literal_region(scope: Construct, region: str | None) -> str:
     """``region``, or the stack's; a literal string that agrees with a concrete stack region."""
     stack_region = Stack.of(scope).region
-    known = not Token.is_unresolved(stack_region)
+    known = not _is_unresolved(stack_region)
     if region is None:
         if not known:
             raise ValueError(
@@ -298,7 +265,7 @@ def _literal_region(scope: Construct, region: str | None) -> str:
                 "Run:ai streamer take it verbatim): pass region=, or give the stack an env"
             )
         return stack_region
-    if Token.is_unresolved(region):
+    if _is_unresolved(region):
         raise ValueError("region must be a literal string such as 'us-east-1', not a token")
     if known and region != stack_region:
         raise ValueError(
@@ -308,9 +275,15 @@ def _literal_region(scope: Construct, region: str | None) -> str:
     return region
 
 
+@cache
+def _is_unresolved(value: str) -> bool:
+    """``Token.is_unresolved`` of a string, which depends on nothing but its text."""
+    return Token.is_unresolved(value)
+
+
 def _mounted_prefixes(chart: cdk8s.Chart) -> tuple[str, ...]:
     """Bucket prefixes the Mountpoint volumes of ``chart`` mount, all of them read-only."""
-    volumes = [c for c in chart.node.find_all() if isinstance(c, MountpointVolume)]
+    volumes = mountpoint_volumes(chart)
     writable = [v.prefix for v in volumes if not v.read_only]
     if writable:
         raise ValueError(

@@ -32,6 +32,8 @@ _IMDS_HOP_LIMIT = 2
 _ASG_NAME_PATH = "nodegroup.resources.autoScalingGroups.0.name"
 # The stack-wide singleton Lambda behind every AwsCustomResource.
 _CUSTOM_RESOURCE_PROVIDER_ID = "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", "")
+# Marks that provider once its policies are acknowledged.
+_ACKNOWLEDGED = "_eks_inference_policies_acknowledged"
 
 _AMI_TYPES: dict[str, eks.NodegroupAmiType] = {
     "AL2023_x86_64_STANDARD": eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
@@ -143,11 +145,12 @@ class PoolNodegroup(Construct):
 
     def _tag_auto_scaling_group(self, cluster_name: str) -> None:
         stack = Stack.of(self)
+        describe_nodegroup = self._describe_nodegroup_call()
         find_group = cr.AwsCustomResource(
             self,
             "AutoScalingGroup",
-            on_create=self._describe_nodegroup_call(),
-            on_update=self._describe_nodegroup_call(),
+            on_create=describe_nodegroup,
+            on_update=describe_nodegroup,
             policy=cr.AwsCustomResourcePolicy.from_statements(
                 [
                     iam.PolicyStatement(
@@ -211,11 +214,13 @@ class PoolNodegroup(Construct):
         )
 
         provider = stack.node.try_find_child(_CUSTOM_RESOURCE_PROVIDER_ID)
-        if provider is not None:
+        # The provider is one per stack: acknowledged by the first node group that uses it.
+        if provider is not None and not provider.__dict__.get(_ACKNOWLEDGED, False):
             acknowledge_managed_policies(
                 provider,
                 "The logging policy CDK attaches to the shared AWS SDK custom resource Lambda.",
             )
+            provider.__dict__[_ACKNOWLEDGED] = True
 
     def _describe_nodegroup_call(self) -> cr.AwsSdkCall:
         return cr.AwsSdkCall(

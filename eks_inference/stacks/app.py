@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import App, Environment, Validations
+from aws_cdk import App, CloudFormationValidatePlugin, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from eks_inference.platform import PlatformSpec
@@ -24,11 +24,22 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
       environment-agnostic and CloudFormation picks the zones.
     * ``admin_role_arn``: IAM role given cluster-admin.
     * ``public_access_cidrs`` (comma-separated) or ``private_endpoint_only=true``.
+    * ``validate_templates=true``: also run CDK's built-in CloudFormation template validation
+      (see below).
 
     cdk-nag runs as a validation plugin: any finding not acknowledged, with a reason, on the
     construct it concerns fails the synth.
+
+    An app created here does not run CDK's built-in CloudFormation template validation
+    (``CloudFormationValidatePlugin``) unless ``validate_templates=true``: its rule engine takes
+    about 0.8 s to start and the first template with many resource types another 0.3 s, a
+    quarter of the reference app's synth, to re-check templates whose every shape the test
+    suite checks (cfn-lint on every template, and this same validation with the project's
+    feature flags, which turn its errors into synth failures, on every app the tests build:
+    the reference platform, a fixed environment and 100 deployments of every kind). An
+    ``app`` passed in keeps CDK's default: validation on.
     """
-    app = app or App()
+    app = app or App(builtin_cloud_formation_validation=False)
 
     def context(key: str) -> str | None:
         value = app.node.try_get_context(key)
@@ -61,6 +72,9 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         private_endpoint_only=context("private_endpoint_only") == "true",
     )
     register_nag(app)
+    if context("validate_templates") == "true":
+        # A registered instance replaces the built-in one, so templates are validated once.
+        Validations.of(app).add_plugins(CloudFormationValidatePlugin())
     return app, stack
 
 
