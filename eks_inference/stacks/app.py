@@ -31,13 +31,14 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
     construct it concerns fails the synth.
 
     An app created here does not run CDK's built-in CloudFormation template validation
-    (``CloudFormationValidatePlugin``) unless ``validate_templates=true``: its rule engine takes
-    about 0.8 s to start and the first template with many resource types another 0.3 s, a
-    quarter of the reference app's synth, to re-check templates whose every shape the test
-    suite checks (cfn-lint on every template, and this same validation with the project's
-    feature flags, which turn its errors into synth failures, on every app the tests build:
-    the reference platform, a fixed environment and 100 deployments of every kind). An
-    ``app`` passed in keeps CDK's default: validation on.
+    (``CloudFormationValidatePlugin``) unless ``validate_templates=true``. Its rule engine
+    takes most of a second to start and a few tenths more on the first templates (it loads
+    each resource type's schema on first use): a quarter to a third of the reference app's
+    ``cdk synth``, spent re-checking templates whose every shape the test suite checks
+    (cfn-lint on every template, and this same validation, with the project's feature flags
+    that turn its errors into synth failures, on every app the tests build: the reference
+    platform, a fixed environment and 100 deployments of every kind). An ``app`` passed in
+    keeps CDK's default: validation on.
     """
     app = app or App(builtin_cloud_formation_validation=False)
 
