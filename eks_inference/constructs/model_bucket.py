@@ -185,16 +185,17 @@ class _PrefixWildcardAcknowledgments:
     """
 
     def __init__(self) -> None:
-        # Grantee -> (its principal, the object ARNs granted to it), in grant order.
-        self._grants: dict[int, tuple[iam.IPrincipal, dict[str, None]]] = {}
+        # id(grantee) -> (grantee, its principal, the object ARNs granted to it), in grant
+        # order; the grantee is kept so that its id stays its own.
+        self._grants: dict[int, tuple[iam.IGrantable, iam.IPrincipal, dict[str, None]]] = {}
 
     def add(self, grantee: iam.IGrantable, objects: str) -> None:
         if id(grantee) not in self._grants:
-            self._grants[id(grantee)] = (grantee.grant_principal, {})
-        self._grants[id(grantee)][1][objects] = None
+            self._grants[id(grantee)] = (grantee, grantee.grant_principal, {})
+        self._grants[id(grantee)][2][objects] = None
 
     def validate(self) -> list[str]:
-        for principal, objects in self._grants.values():
+        for _, principal, objects in self._grants.values():
             if isinstance(principal, Construct):
                 findings = wildcard_resource_findings(principal, list(objects))
                 acknowledge(principal, findings, _PREFIX_WILDCARD_REASON)

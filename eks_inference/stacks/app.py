@@ -32,13 +32,14 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
 
     An app created here does not run CDK's built-in CloudFormation template validation
     (``CloudFormationValidatePlugin``) unless ``validate_templates=true``. Its rule engine
-    takes most of a second to start and a few tenths more on the first templates (it loads
-    each resource type's schema on first use): a quarter to a third of the reference app's
-    ``cdk synth``, spent re-checking templates whose every shape the test suite checks
-    (cfn-lint on every template, and this same validation, with the project's feature flags
-    that turn its errors into synth failures, on every app the tests build: the reference
-    platform, a fixed environment and 100 deployments of every kind). An ``app`` passed in
-    keeps CDK's default: validation on.
+    takes most of a second to start and a few tenths more on its first templates (the parent
+    template costs five times as much the first time as the second): a quarter to a third of
+    the reference app's ``cdk synth``, spent re-checking templates whose every shape the test
+    suite checks. The tests run this same validation, with the project's feature flags that
+    turn its errors into synth failures, on every app they build (the reference platform, a
+    fixed environment, 100 deployments of every kind), and cfn-lint on the reference app's
+    templates and a nested stack of each kind. An ``app`` passed in keeps CDK's default:
+    validation on.
     """
     app = app or App(builtin_cloud_formation_validation=False)
 
