@@ -106,6 +106,24 @@ class InferenceAddons(Construct):
             cluster, system
         )
 
+    def _helm_chart(
+        self,
+        cluster: InferenceCluster,
+        construct_id: str,
+        pinned: versions.HelmChartVersion,
+        **options: Any,
+    ) -> eks.HelmChart:
+        """A Helm release of ``pinned`` (chart, repository and version from versions.py)."""
+        return eks.HelmChart(
+            self,
+            construct_id,
+            cluster=cluster.eks_cluster,
+            chart=pinned.chart,
+            repository=pinned.repository,
+            version=pinned.version,
+            **options,
+        )
+
     def grant_mountpoint_read(self, prefix: str) -> None:
         """Let the Mountpoint driver read ``prefix`` of the model bucket (idempotent)."""
         if prefix in self._mountpoint_prefixes:
@@ -119,13 +137,10 @@ class InferenceAddons(Construct):
             return None
         chart = versions.NEURON_HELM_CHART
         on_system = {"nodeSelector": system.node_selector(), "tolerations": system.tolerations()}
-        return eks.HelmChart(
-            self,
+        return self._helm_chart(
+            cluster,
             "Neuron",
-            cluster=cluster.eks_cluster,
-            chart=chart.chart,
-            repository=chart.repository,
-            version=chart.version,
+            chart,
             release="neuron",
             namespace=SYSTEM_NAMESPACE,
             values={
@@ -156,13 +171,10 @@ class InferenceAddons(Construct):
         if not pools:
             return None
         chart = versions.NVIDIA_DEVICE_PLUGIN_CHART
-        return eks.HelmChart(
-            self,
+        return self._helm_chart(
+            cluster,
             "NvidiaDevicePlugin",
-            cluster=cluster.eks_cluster,
-            chart=chart.chart,
-            repository=chart.repository,
-            version=chart.version,
+            chart,
             release="nvidia-device-plugin",
             namespace=SYSTEM_NAMESPACE,
             values={
@@ -173,13 +185,10 @@ class InferenceAddons(Construct):
 
     def _add_kuberay(self, cluster: InferenceCluster, system: NodePool) -> eks.HelmChart:
         chart = versions.KUBERAY_OPERATOR_CHART
-        return eks.HelmChart(
-            self,
+        return self._helm_chart(
+            cluster,
             "KubeRayOperator",
-            cluster=cluster.eks_cluster,
-            chart=chart.chart,
-            repository=chart.repository,
-            version=chart.version,
+            chart,
             release="kuberay-operator",
             namespace=KUBERAY_NAMESPACE,
             create_namespace=True,
@@ -290,13 +299,10 @@ class InferenceAddons(Construct):
             "chosen by CloudFormation.",
         )
         chart_version = versions.CLUSTER_AUTOSCALER_CHART
-        chart = eks.HelmChart(
-            self,
+        chart = self._helm_chart(
+            cluster,
             "ClusterAutoscaler",
-            cluster=cluster.eks_cluster,
-            chart=chart_version.chart,
-            repository=chart_version.repository,
-            version=chart_version.version,
+            chart_version,
             release="cluster-autoscaler",
             namespace=SYSTEM_NAMESPACE,
             values={
