@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 
+from eks_inference.aws_types import CapacityType
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType
 from eks_inference.names import (
     NEURON_DEVICE_RESOURCE,
@@ -77,7 +78,7 @@ class NodePool(BaseModel):
     instance_types: tuple[str, ...] = Field(min_length=1)
     min_size: NonNegativeInt = 0
     max_size: PositiveInt = 2
-    capacity_type: Literal["ON_DEMAND", "SPOT"] = "ON_DEMAND"
+    capacity_type: CapacityType = "ON_DEMAND"
     disk_size_gib: PositiveInt | None = Field(
         default=None,
         description="Root volume size; defaults to 200 GiB on accelerator pools, 100 otherwise.",

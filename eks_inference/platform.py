@@ -8,7 +8,6 @@ so selectors and tolerations are always taken from a pool that exists.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,13 +15,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eks_inference import sizing
+from eks_inference.aws_types import AccountId, Region, bucket_name_problem
 from eks_inference.catalog import Accelerator
 from eks_inference.node_pools import NodePool
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.validation import Problems
 from eks_inference.versions import KUBERNETES_VERSION
-
-_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 @dataclass(frozen=True)
@@ -46,10 +44,9 @@ class PlatformSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     cluster_name: str = Field(default="eks-inference", pattern=r"^[a-zA-Z][-a-zA-Z0-9]{0,99}$")
-    region: str = Field(default="us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
-    account_id: str | None = Field(
+    region: Region = "us-east-1"
+    account_id: AccountId | None = Field(
         default=None,
-        pattern=r"^\d{12}$",
         description="Account the manifests in k8s_manifests/ name images in (container assets); "
         "synth itself stays environment-agnostic.",
     )
@@ -82,12 +79,9 @@ class PlatformSpec(BaseModel):
     @model_validator(mode="after")
     def _check_platform(self) -> PlatformSpec:
         problems = Problems("PlatformSpec")
-        if not _BUCKET_NAME.match(self.model_bucket_name) or ".." in self.model_bucket_name:
-            problems.add(
-                ("model_bucket_name",),
-                "must be a valid S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'",
-                self.model_bucket_name,
-            )
+        bucket_problem = bucket_name_problem(self.model_bucket_name)
+        if bucket_problem is not None:
+            problems.add(("model_bucket_name",), bucket_problem, self.model_bucket_name)
         _check_unique(problems, "node_pools", [p.name for p in self.node_pools])
         _check_unique(problems, "deployments", [d.name for d in self.deployments])
         if not any(p.accelerator is Accelerator.NONE for p in self.node_pools):

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from eks_inference import sizing
+from eks_inference.aws_types import key_prefix_problem
 from eks_inference.catalog import (
     INSTANCE_TYPES,
     MODELS,
@@ -31,6 +32,9 @@ from eks_inference.catalog import (
 from eks_inference.validation import Problems
 
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+# A standalone vLLM Deployment rolls out one extra pod before removing an old one (maxSurge),
+# so an update never lowers capacity; the node pool must have room for it.
+VLLM_ROLLOUT_SURGE = 1
 Engine = Literal["vllm", "rayservice"]
 Loader = Literal["mountpoint", "runai_streamer"]
 
@@ -102,7 +106,7 @@ class Weights(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    prefix: str = Field(min_length=1, description="Key prefix in the model bucket, ending '/'.")
+    prefix: str = Field(description="Key prefix in the model bucket, ending '/'.")
     loader: Loader = "mountpoint"
 
 
@@ -188,6 +192,21 @@ class ModelDeploymentSpec(BaseModel):
         return self.neuron or NeuronOptions()
 
     @property
+    def compiled_artifacts_prefix(self) -> str | None:
+        """The bucket prefix of this deployment's compiled Neuron artifacts, if it has any.
+
+        Set only on Inferentia2 with ``neuron.compiled_artifacts_prefix``: then a compile job
+        publishes the artifacts and the servers load them. ``None`` on GPUs, and on Neuron
+        when the pods compile at start-up (development).
+        """
+        return self.neuron_options.compiled_artifacts_prefix if self.on_neuron else None
+
+    @property
+    def has_compiled_artifacts(self) -> bool:
+        """True when the deployment serves compiled Neuron artifacts from the model bucket."""
+        return self.compiled_artifacts_prefix is not None
+
+    @property
     def replicas_per_node(self) -> int:
         return sizing.replicas_per_node(self.instance, self.tensor_parallel_size)
 
@@ -204,7 +223,7 @@ class ModelDeploymentSpec(BaseModel):
         during an update); a RayService upgrade starts a new Ray cluster at ``min_replicas``
         workers and switches traffic only once it serves.
         """
-        return 1 if self.engine == "vllm" else max(self.scaling.min_replicas, 1)
+        return VLLM_ROLLOUT_SURGE if self.engine == "vllm" else max(self.scaling.min_replicas, 1)
 
     @property
     def nodes_during_rollout(self) -> int:
@@ -231,7 +250,7 @@ class ModelDeploymentSpec(BaseModel):
     @model_validator(mode="after")
     def _check_rules(self) -> ModelDeploymentSpec:
         problems = Problems("ModelDeploymentSpec")
-        _check_weights(self, problems)
+        _check_prefix(problems, ("weights", "prefix"), self.weights.prefix)
         _check_scaling(self, problems)
         if self.limits.block_size not in VLLM_BLOCK_SIZES:
             problems.add(
@@ -259,15 +278,10 @@ class ModelDeploymentSpec(BaseModel):
         return self
 
 
-def _check_weights(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    prefix = spec.weights.prefix
-    if prefix.startswith(("s3://", "/")) or not prefix.endswith("/"):
-        problems.add(
-            ("weights", "prefix"),
-            f"weights prefix {prefix!r} must be a key prefix inside the model bucket ending "
-            f"with '/', e.g. {prefix.removeprefix('s3://').strip('/').split('/', 1)[-1]}/",
-            prefix,
-        )
+def _check_prefix(problems: Problems, loc: tuple[str, ...], prefix: str | None) -> None:
+    problem = None if prefix is None else key_prefix_problem(prefix, name=" ".join(loc))
+    if problem is not None:
+        problems.add(loc, problem, prefix)
 
 
 def _check_scaling(spec: ModelDeploymentSpec, problems: Problems) -> None:
@@ -381,18 +395,13 @@ def _check_accelerator_options(
                 bucket,
             )
     prefix = options.compiled_artifacts_prefix
+    _check_prefix(problems, ("neuron", "compiled_artifacts_prefix"), prefix)
     if prefix is None and not options.allow_compile_at_startup:
         problems.add(
             ("neuron", "compiled_artifacts_prefix"),
             "Neuron serving needs compiled artifacts (compiling in the pod takes ~15 minutes "
             "per replica); set compiled_artifacts_prefix, e.g. neuron-artifacts/, or "
             "allow_compile_at_startup: true for development",
-        )
-    elif prefix is not None and (prefix.startswith(("s3://", "/")) or not prefix.endswith("/")):
-        problems.add(
-            ("neuron", "compiled_artifacts_prefix"),
-            f"compiled_artifacts_prefix {prefix!r} must be a key prefix ending with '/'",
-            prefix,
         )
     family = spec.model.architecture.family
     if family in NEURON_POOR_COMPILE_FAMILIES and not options.allow_poor_compile_architecture:

@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from eks_inference import sizing
+from eks_inference.aws_types import ZONE_PATTERN
 from eks_inference.catalog import ModelArchitecture
 from eks_inference.cli import console, inputs, plan_render
 from eks_inference.cli import plan as planning
@@ -31,7 +32,7 @@ DEFAULT_PLATFORM = Path("deployments.yaml")
 # transfers saturate a node's network without throttling from S3.
 DEFAULT_PART_SIZE_MIB = 64
 DEFAULT_CONCURRENCY = 16
-_ZONE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
+_ZONE = re.compile(ZONE_PATTERN)
 
 
 class _OneLineErrors(TyperGroup):

@@ -13,11 +13,13 @@ from typing import Any, Literal
 from eks_inference import sizing
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType, ModelArchitecture
 from eks_inference.platform import PlatformSpec
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec import Limits, ModelDeploymentSpec
 
-DEFAULT_MAX_MODEL_LEN = 4096
-DEFAULT_MAX_NUM_SEQS = 32
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+# A configuration planned without a spec uses a deployment's default limits.
+_DEFAULTS = Limits()
+DEFAULT_MAX_MODEL_LEN = _DEFAULTS.max_model_len
+DEFAULT_MAX_NUM_SEQS = _DEFAULTS.max_num_seqs
+DEFAULT_GPU_MEMORY_UTILIZATION = _DEFAULTS.gpu_memory_utilization
 
 
 @dataclass(frozen=True)

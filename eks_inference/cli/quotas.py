@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 
+from eks_inference.aws_types import CapacityType
 from eks_inference.catalog import InstanceType
 
-CapacityType = Literal["ON_DEMAND", "SPOT"]
 SERVICE_CODE = "ec2"
 
 

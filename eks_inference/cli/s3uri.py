@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from eks_inference.aws_types import bucket_name_problem, key_prefix_problem
 from eks_inference.cli.errors import BadInput
-
-# S3 bucket naming rules: 3-63 characters, lowercase letters, digits, '.' and '-', starting
-# and ending with a letter or digit.
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 @dataclass(frozen=True)
@@ -44,15 +40,12 @@ def parse_prefix_uri(uri: str) -> S3Prefix:
     if not uri.startswith("s3://"):
         raise BadInput(f"{uri!r} is not an S3 URI; expected s3://BUCKET/PREFIX/")
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    if not _BUCKET.match(bucket) or ".." in bucket:
-        raise BadInput(
-            f"{uri!r}: {bucket!r} is not a valid bucket name "
-            "(3-63 lowercase letters, digits, '.' or '-')"
-        )
+    problem = bucket_name_problem(bucket)
+    if problem is not None:
+        raise BadInput(f"{uri!r}: {problem}")
     if not prefix:
         raise BadInput(f"{uri!r} has no key prefix; give one, e.g. s3://{bucket}/models/NAME/")
-    if not prefix.endswith("/"):
-        raise BadInput(f"{uri!r}: the prefix must end with '/', e.g. s3://{bucket}/{prefix}/")
-    if prefix.startswith("/") or "//" in prefix:
-        raise BadInput(f"{uri!r}: the prefix has an empty path segment ('//')")
+    problem = key_prefix_problem(prefix, name="the prefix")
+    if problem is not None:
+        raise BadInput(f"{uri!r}: {problem}")
     return S3Prefix(bucket=bucket, prefix=prefix)

@@ -9,6 +9,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IValidation
 
+from eks_inference.aws_types import key_prefix_problem
 from eks_inference.constructs._nag import acknowledge, wildcard_resource_findings
 
 _ACCESS_LOG_PREFIX = "model-bucket/"
@@ -22,11 +23,9 @@ _PREFIX_WILDCARD_REASON = (
 
 
 def _check_prefix(prefix: str) -> None:
-    if not prefix or prefix.startswith("/") or "://" in prefix or not prefix.endswith("/"):
-        raise ValueError(
-            f"prefix {prefix!r} must be a key prefix ending with '/' (e.g. models/llama-3-8b/): "
-            "without the trailing slash models/llama would also match models/llama-70b/"
-        )
+    problem = key_prefix_problem(prefix)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 class ModelBucket(Construct):

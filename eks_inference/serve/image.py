@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from eks_inference.aws_types import ACCOUNT_ID_PATTERN, REGION_PATTERN
 from eks_inference.versions import NEURON_VLLM_IMAGE, RAY_VERSION
 
 NEURON_RAY_IMAGE_CONTEXT: Path = Path(__file__).parent / "image"
@@ -31,8 +32,8 @@ CDK_DEFAULT_QUALIFIER = "hnb659fds"
 ACCOUNT_PLACEHOLDER = "ACCOUNT_ID"
 """Written in place of the account when none is known; substitute it before applying."""
 
-_ACCOUNT_ID = re.compile(r"^\d{12}$")
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_ACCOUNT_ID = re.compile(ACCOUNT_ID_PATTERN)
+_REGION = re.compile(REGION_PATTERN)
 
 
 def neuron_ray_build_args() -> dict[str, str]:

@@ -99,7 +99,7 @@ def test_plan_bad_input(cli: Callable[..., Result], args: tuple[str, ...], expec
         ("s3://ab/models/x/", "not a valid bucket name"),
         ("s3://bucket-name", "has no key prefix"),
         ("s3://bucket-name/", "has no key prefix"),
-        ("s3://bucket-name/models/x", "must end with '/'"),
+        ("s3://bucket-name/models/x", "ending with '/'"),
         ("s3://bucket-name/models//x/", "empty path segment"),
     ],
 )
@@ -200,5 +200,6 @@ def test_console_script_exits_2_without_traceback(tmp_path: Path) -> None:
     )
     assert completed.returncode == 2
     assert completed.stderr.strip().splitlines() == [
-        "error: 's3://bucket-name/x': the prefix must end with '/', e.g. s3://bucket-name/x/"
+        "error: 's3://bucket-name/x': the prefix 'x' must be a key prefix inside the bucket "
+        "ending with '/', e.g. x/"
     ]

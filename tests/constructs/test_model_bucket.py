@@ -11,7 +11,7 @@ from tests.conftest import Synthesized
 
 @pytest.mark.parametrize("prefix", ["", "/models/", "models/llama", "s3://b/models/"])
 def test_prefixes_must_be_relative_and_end_with_a_slash(prefix: str) -> None:
-    with pytest.raises(ValueError, match="must be a key prefix ending with '/'"):
+    with pytest.raises(ValueError, match="key prefix"):
         _check_prefix(prefix)
 
 
