@@ -14,17 +14,23 @@ INFERENCE_NAMESPACE = "inference"
 # Service account of the Mountpoint for S3 CSI driver (EKS add-on), given S3 read by Pod Identity.
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 MOUNTPOINT_NAMESPACE = "kube-system"
+# The custom resource our Ray Serve deployments are; KubeRay's operator chart installs its CRD.
+RAYSERVICE_CRD = "rayservices.ray.io"
 # Extended resources the device plugins advertise.
 NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
 NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
 
+# A deployment's identities: its model servers, and its Neuron compile job.
+SERVER_IDENTITY = "server"
+COMPILE_IDENTITY = "compile"
+
 
 def service_account_name(deployment_name: str) -> str:
     """Service account of a deployment's model-server pods (vLLM pods, Ray head and workers)."""
-    return f"{deployment_name}-server"
+    return f"{deployment_name}-{SERVER_IDENTITY}"
 
 
 def compile_service_account_name(deployment_name: str) -> str:
     """Service account of a deployment's Neuron compile job, the only writer of its artifacts."""
-    return f"{deployment_name}-compile"
+    return f"{deployment_name}-{COMPILE_IDENTITY}"

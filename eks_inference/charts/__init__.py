@@ -1,13 +1,17 @@
 """Layer 2: cdk8s charts that turn a validated deployment spec into Kubernetes objects.
 
-Nothing here imports aws-cdk: the CDK constructs apply these charts to a cluster
-(``cluster.add_cdk8s_chart``) and :mod:`eks_inference.charts.render` writes them to
-``k8s_manifests/``, both from the same code. Every node selector and toleration comes from a
+Nothing here imports aws-cdk: the CDK constructs apply these charts to a cluster and
+:mod:`eks_inference.charts.render` writes them to ``k8s_manifests/``, both from the same code.
+Every pod is built by :mod:`eks_inference.charts.pod`; every chart records what it needs from
+the platform in a :class:`~eks_inference.charts.contract.PlatformNeeds`, which is all the
+constructs read. Every node selector and toleration comes from a
 :class:`~eks_inference.platform.Placement`, every name another object refers to from that
 object, and every image from :mod:`eks_inference.versions` or the :class:`RenderContext`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import cdk8s
 
@@ -17,14 +21,18 @@ from eks_inference.charts.common import (
     RAY_UID,
     WEIGHTS_ROLE,
     DeploymentChart,
+    ObjectsChart,
     RenderContext,
+    chart_id,
     weights_gib,
 )
 from eks_inference.charts.compile_job import CompileJobChart
+from eks_inference.charts.contract import MountedPrefix, PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.mountpoint import (
     MountpointVolume,
     MountpointVolumeChart,
     cache_size_gib,
+    deployment_volume,
 )
 from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.charts.rayservice import RayServiceChart
@@ -43,7 +51,7 @@ def deployment_charts(
     spec: ModelDeploymentSpec,
     placement: Placement,
     context: RenderContext,
-) -> list[cdk8s.Chart]:
+) -> list[DeploymentChart]:
     """Every chart of one deployment, in apply order: volumes first, then the model server.
 
     - ``<name>-model-weights``: the Mountpoint volume of the weights prefix, unless standalone
@@ -61,8 +69,7 @@ def deployment_charts(
     cache_gib = cache_size_gib(weights_gib(spec))
 
     def volume_chart(role: str, prefix: str, metadata_ttl: str) -> MountpointVolumeChart:
-        return MountpointVolumeChart(
-            app,
+        volume = deployment_volume(
             spec,
             role,
             bucket_name=context.bucket_name,
@@ -73,6 +80,7 @@ def deployment_charts(
             uid=RAY_UID if ray else None,
             gid=RAY_GID if ray else None,
         )
+        return MountpointVolumeChart(app, spec, role, volume)
 
     volumes: list[MountpointVolumeChart] = []
     weights: MountpointVolume | None = None
@@ -81,7 +89,7 @@ def deployment_charts(
         volumes.append(weights_chart)
         weights = weights_chart.volume
     artifacts: MountpointVolume | None = None
-    artifacts_prefix = spec.neuron_options.compiled_artifacts_prefix if spec.on_neuron else None
+    artifacts_prefix = spec.compiled_artifacts_prefix
     if artifacts_prefix is not None:
         artifacts_chart = volume_chart(ARTIFACTS_ROLE, artifacts_prefix, _ARTIFACTS_METADATA_TTL)
         volumes.append(artifacts_chart)
@@ -89,8 +97,8 @@ def deployment_charts(
 
     server_chart = RayServiceChart if ray else VllmChart
     server = server_chart(app, spec, placement, context, weights=weights, artifacts=artifacts)
-    for volume in volumes:
-        server.add_dependency(volume)
+    if volumes:
+        server.add_dependency(*volumes)
     return [*volumes, server]
 
 
@@ -99,7 +107,7 @@ def compile_job_charts(
     spec: ModelDeploymentSpec,
     placement: Placement,
     context: RenderContext,
-) -> list[cdk8s.Chart]:
+) -> list[DeploymentChart]:
     """The Neuron compile job of one deployment, or nothing when it has no artifacts to compile.
 
     For an Inferentia2 deployment with a compiled-artifacts prefix: a
@@ -117,7 +125,7 @@ def compile_job_charts(
         if spec.neuron_options.run_compile_job:
             charts += compile_job_charts(app, spec, placement, context)
     """
-    if not spec.on_neuron or spec.neuron_options.compiled_artifacts_prefix is None:
+    if not spec.has_compiled_artifacts:
         return []
     volumes = {
         role: _rendered_volume_chart(app, spec, role) for role in (WEIGHTS_ROLE, ARTIFACTS_ROLE)
@@ -130,8 +138,7 @@ def compile_job_charts(
         weights=volumes[WEIGHTS_ROLE].volume,
         artifacts=volumes[ARTIFACTS_ROLE].volume,
     )
-    for volume in volumes.values():
-        chart.add_dependency(volume)
+    chart.add_dependency(*volumes.values())
     return [chart]
 
 
@@ -140,10 +147,10 @@ def _rendered_volume_chart(
 ) -> MountpointVolumeChart:
     """The volume chart ``role`` that :func:`deployment_charts` rendered for ``spec`` in ``app``.
 
-    Looked up by the chart id :class:`DeploymentChart` gives it, so the compile job mounts the
-    very claims serving mounts, named by their objects.
+    Looked up by its :func:`chart_id`, so the compile job mounts the very claims serving
+    mounts, named by their objects.
     """
-    chart = app.node.try_find_child(f"{spec.name}-{role}")
+    chart = app.node.try_find_child(chart_id(spec.name, role))
     if not isinstance(chart, MountpointVolumeChart):
         raise ValueError(
             f"deployment {spec.name!r}: the compile job mounts the {role} volume of the "
@@ -152,15 +159,25 @@ def _rendered_volume_chart(
     return chart
 
 
+def needs_of(charts: Iterable[ObjectsChart]) -> PlatformNeeds:
+    """Everything ``charts`` need from the platform, together."""
+    return PlatformNeeds.combined(chart.needs for chart in charts)
+
+
 __all__ = [
     "CompileJobChart",
     "DeploymentChart",
+    "MountedPrefix",
     "MountpointVolume",
     "MountpointVolumeChart",
     "NamespaceChart",
+    "ObjectsChart",
+    "PlatformNeeds",
     "RayServiceChart",
     "RenderContext",
+    "ServiceAccountNeed",
     "VllmChart",
     "compile_job_charts",
     "deployment_charts",
+    "needs_of",
 ]

@@ -9,9 +9,11 @@ in larger strings, never parse, hash or compare them.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,7 @@ import yaml
 from constructs import Construct
 
 from eks_inference import artifacts, sizing
+from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec import ModelDeploymentSpec
 
@@ -91,24 +94,9 @@ class RenderContext:
     neuron_ray_image: str
 
 
-class DeploymentChart(cdk8s.Chart):
-    """One chart of one deployment; ``role`` names it (``model-weights``, ``vllm``...).
-
-    The chart id is ``<deployment>-<role>`` so that charts of all deployments can live in one
-    :class:`cdk8s.App`, and every object carries the standard instance, component and part-of
-    labels. Namespaces are set per object rather than on the chart, because some charts also
-    hold cluster-scoped objects (PersistentVolumes).
-    """
-
-    def __init__(self, scope: Construct, spec: ModelDeploymentSpec, role: str) -> None:
-        super().__init__(
-            scope,
-            f"{spec.name}-{role}",
-            labels=object_labels(spec, role),
-            disable_resource_name_hashes=True,
-        )
-        self.role = role
-        self.deployment_name = spec.name
+def chart_id(deployment_name: str, role: str) -> str:
+    """Id of a deployment's chart with ``role``: ``<deployment>-<role>``, unique in an app."""
+    return f"{deployment_name}-{role}"
 
 
 def object_labels(spec: ModelDeploymentSpec, component: str) -> dict[str, str]:
@@ -121,13 +109,103 @@ def object_labels(spec: ModelDeploymentSpec, component: str) -> dict[str, str]:
     }
 
 
-def metadata(name: str, *, namespaced: bool = True) -> cdk8s.ApiObjectMetadata:
-    """Object metadata with an explicit, stable name (in the inference namespace if namespaced).
+def selector_labels(spec: ModelDeploymentSpec, component: str) -> dict[str, str]:
+    """The labels that pick out ``spec``'s ``component`` pods: instance and component."""
+    return {INSTANCE_LABEL: spec.name, COMPONENT_LABEL: component}
+
+
+def metadata(
+    name: str,
+    labels: Mapping[str, str],
+    *,
+    namespace: str | None = INFERENCE_NAMESPACE,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Object metadata with an explicit, stable name, in the inference namespace by default.
 
     Names are explicit rather than generated so that clients, dashboards and runbooks can rely
-    on them (the vLLM Service is reachable as ``<deployment>.inference.svc:8000``).
+    on them (the vLLM Service is reachable as ``<deployment>.inference.svc:8000``). Pass
+    ``namespace=None`` for cluster-scoped objects.
     """
-    return cdk8s.ApiObjectMetadata(name=name, namespace=INFERENCE_NAMESPACE if namespaced else None)
+    meta: dict[str, Any] = {"name": name}
+    if labels:
+        meta["labels"] = dict(labels)
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def api_object(
+    api_version: str,
+    kind: str,
+    meta: Mapping[str, Any],
+    body: Mapping[str, Any],
+    *,
+    canonical_order: bool = True,
+) -> dict[str, Any]:
+    """A Kubernetes object: ``apiVersion``, ``kind``, ``metadata``, then ``body``'s fields.
+
+    With ``canonical_order`` every mapping's keys are sorted (as ``kubectl`` prints them), so
+    the YAML reads the same however the object was assembled. A custom resource whose
+    fields are written in a deliberate reading order (the RayService) keeps its order.
+    """
+    fields = _sorted_keys(body) if canonical_order else dict(body)
+    return {"apiVersion": api_version, "kind": kind, "metadata": _sorted_keys(meta), **fields}
+
+
+def _sorted_keys(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
+
+
+class ObjectsChart(cdk8s.Chart):
+    """A cdk8s chart of plain Kubernetes objects and what they need from the platform.
+
+    The objects are JSON built in Python (:mod:`eks_inference.charts.pod` builds every pod)
+    and :meth:`to_json` returns them, so a chart costs one call into cdk8s (creating the
+    chart) rather than two or more per object. It is still a cdk8s chart: it lives in a
+    :class:`cdk8s.App`, is ordered after the charts it depends on (``add_dependency``) and can
+    be given to ``cluster.add_cdk8s_chart``, whose call to ``toJson`` reaches :meth:`to_json`.
+    ``needs`` is the chart's side of the contract with the platform
+    (:class:`~eks_inference.charts.contract.PlatformNeeds`); ``role`` names the chart.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        chart_id: str,
+        role: str,
+        objects: Sequence[dict[str, Any]],
+        needs: PlatformNeeds,
+    ) -> None:
+        super().__init__(scope, chart_id, disable_resource_name_hashes=True)
+        self.role = role
+        self.objects: tuple[dict[str, Any], ...] = tuple(objects)
+        self.needs = needs
+
+    def to_json(self) -> list[Any]:
+        """The chart's objects, as a deep copy: callers may change what they get."""
+        return copy.deepcopy(list(self.objects))
+
+
+class DeploymentChart(ObjectsChart):
+    """One chart of one deployment, with the id ``<deployment>-<role>`` (:func:`chart_id`)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        spec: ModelDeploymentSpec,
+        role: str,
+        objects: Sequence[dict[str, Any]],
+        needs: PlatformNeeds,
+    ) -> None:
+        super().__init__(scope, chart_id(spec.name, role), role, objects, needs)
+        self.deployment_name = spec.name
 
 
 def weights_gib(spec: ModelDeploymentSpec) -> float:
@@ -137,7 +215,7 @@ def weights_gib(spec: ModelDeploymentSpec) -> float:
 
 def compiles_at_startup(spec: ModelDeploymentSpec) -> bool:
     """True when a Neuron pod has no compiled artifacts to load and compiles itself."""
-    return spec.on_neuron and spec.neuron_options.compiled_artifacts_prefix is None
+    return spec.on_neuron and not spec.has_compiled_artifacts
 
 
 def _compile_budget(spec: ModelDeploymentSpec) -> float:
@@ -177,7 +255,7 @@ def compiled_artifacts_path(spec: ModelDeploymentSpec) -> str:
     selecting the key in the environment means a change of shape (a new key) rolls the pods
     without replacing the PersistentVolume. Without a prefix, a scratch directory.
     """
-    root = spec.neuron_options.compiled_artifacts_prefix
+    root = spec.compiled_artifacts_prefix
     if root is None:
         return SCRATCH_COMPILED_ARTIFACTS_PATH
     key = artifacts.artifact_prefix(spec).removeprefix(root).rstrip("/")
@@ -190,12 +268,7 @@ def gates_on_compiled_artifacts(spec: ModelDeploymentSpec) -> bool:
     That is every Neuron deployment with a compiled-artifacts prefix that may not compile at
     start-up: its pods only ever load, so an incomplete set must keep them from starting.
     """
-    options = spec.neuron_options
-    return (
-        spec.on_neuron
-        and options.compiled_artifacts_prefix is not None
-        and not options.allow_compile_at_startup
-    )
+    return spec.has_compiled_artifacts and not spec.neuron_options.allow_compile_at_startup
 
 
 def compile_job_name(spec: ModelDeploymentSpec) -> str:

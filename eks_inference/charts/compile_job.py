@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import math
 
-from cdk8s_plus_27 import k8s
 from constructs import Construct
 
 from eks_inference import names, sizing
 from eks_inference.artifacts import artifact_prefix, completion_marker_key
-from eks_inference.charts import engine, values
+from eks_inference.charts import engine, pod
 from eks_inference.charts.common import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
@@ -39,20 +38,25 @@ from eks_inference.charts.common import (
     WEIGHTS_ROLE,
     DeploymentChart,
     RenderContext,
+    api_object,
     compile_job_name,
     compile_seconds,
     completion_marker_path,
+    metadata,
     model_load_seconds,
     object_labels,
     weights_gib,
 )
+from eks_inference.charts.contract import PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.mountpoint import MountpointVolume
 from eks_inference.charts.vllm import (
     HOME_PATH,
+    SHM_PATH,
     TMP_PATH,
     server_environment,
     shared_memory_mib,
 )
+from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.platform import Placement
 from eks_inference.sizing import pod_resources
 from eks_inference.spec import ModelDeploymentSpec
@@ -170,54 +174,12 @@ def active_deadline_seconds(spec: ModelDeploymentSpec) -> int:
     return NODE_AND_IMAGE_SECONDS + (BACKOFF_LIMIT + 1) * attempt
 
 
-def _env(values: dict[str, str]) -> list[k8s.EnvVar]:
-    return [k8s.EnvVar(name=name, value=value) for name, value in values.items()]
-
-
-def _resources(
-    amounts: dict[str, str], *, requested_only: dict[str, str] | None = None
-) -> k8s.ResourceRequirements:
-    # Requests equal limits (Guaranteed QoS): a compile that the kubelet evicted or throttled
-    # under memory pressure would lose its work. `requested_only` amounts reserve capacity
-    # without a limit.
-    limits = {name: values.quantity(amount) for name, amount in amounts.items()}
-    extra = {name: values.quantity(amount) for name, amount in (requested_only or {}).items()}
-    return k8s.ResourceRequirements(requests={**limits, **extra}, limits=limits)
-
-
-def _security_context() -> k8s.SecurityContext:
-    # The Neuron and AWS CLI images run as root (they define no other user); nothing else is
-    # allowed, and the root filesystem is read-only with emptyDirs wherever they write.
-    return k8s.SecurityContext(
-        allow_privilege_escalation=False,
-        privileged=False,
-        read_only_root_filesystem=True,
-        run_as_non_root=False,
-    )
-
-
-def _claim(name: str, volume: MountpointVolume) -> k8s.Volume:
-    return k8s.Volume(
-        name=name,
-        persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
-            claim_name=volume.claim_name, read_only=True
-        ),
-    )
-
-
-def _empty_dir(name: str, size: str, *, medium: str | None = None) -> k8s.Volume:
-    return k8s.Volume(
-        name=name,
-        empty_dir=k8s.EmptyDirVolumeSource(medium=medium, size_limit=values.quantity(size)),
-    )
-
-
 class CompileJobChart(DeploymentChart):
     """A deployment's Neuron compile Job and its ServiceAccount.
 
-    - **ServiceAccount** ``names.compile_service_account_name(spec.name)``: the CDK side gives
-      it, through Pod Identity, write access to this deployment's artifact key and nothing
-      else; serving pods get no write access to the artifacts at all.
+    - **ServiceAccount** ``names.compile_service_account_name(spec.name)``: recorded in
+      :attr:`needs` as the one identity that may write this deployment's artifact key (and
+      nothing else); serving pods get no write access to the artifacts at all.
     - **Job** :func:`~eks_inference.charts.common.compile_job_name` (the deployment's name
       and a hash of the artifact key, so a new shape is a new Job), annotated with the key.
       One pod on the deployment's worker pool with the pool's node selector and tolerations,
@@ -246,162 +208,163 @@ class CompileJobChart(DeploymentChart):
         weights: MountpointVolume,
         artifacts: MountpointVolume,
     ) -> None:
-        if not spec.on_neuron or spec.neuron_options.compiled_artifacts_prefix is None:
+        if not spec.has_compiled_artifacts:
             raise ValueError(
                 f"deployment {spec.name!r} has no compiled Neuron artifacts to compile: the "
                 "compile job exists for Inferentia2 deployments with "
                 "neuron.compiled_artifacts_prefix"
             )
-        super().__init__(scope, spec, COMPILE_JOB_ROLE)
-        artifact_uri = f"s3://{context.bucket_name}/{artifact_prefix(spec)}"
-        marker_uri = f"s3://{context.bucket_name}/{completion_marker_key(spec)}"
-
-        self.service_account = k8s.KubeServiceAccount(
-            self,
-            "service-account",
-            metadata=k8s.ObjectMeta(
-                name=names.compile_service_account_name(spec.name),
-                namespace=names.INFERENCE_NAMESPACE,
-            ),
-            automount_service_account_token=False,
+        key = artifact_prefix(spec)
+        artifact_uri = f"s3://{context.bucket_name}/{key}"
+        labels = object_labels(spec, COMPILE_JOB_ROLE)
+        account = names.compile_service_account_name(spec.name)
+        service_account = api_object(
+            "v1",
+            "ServiceAccount",
+            metadata(account, labels),
+            {"automountServiceAccountToken": False},
         )
-
-        share = pod_resources(spec.instance, spec.replicas_per_node)
-        compile_disk = sizing.compile_disk_gib(spec.model.architecture)
-        compile_env = {
-            **server_environment(spec, context),
-            # The one difference from serving: compile into local disk, not the read-only
-            # artifacts volume.
-            "NEURON_COMPILED_ARTIFACTS": LOCAL_ARTIFACTS_PATH,
-            "COMPLETION_MARKER": completion_marker_path(spec),
-            "ALREADY_COMPLETE_FLAG": ALREADY_COMPLETE_FLAG,
-            "ARTIFACT_URI": artifact_uri,
-            "HEALTH_URL": f"http://127.0.0.1:{OPENAI_PORT}{HEALTH_PATH}",
-            "HEALTH_POLL_SECONDS": str(HEALTH_POLL_SECONDS),
-            "STOP_GRACE_SECONDS": str(STOP_GRACE_SECONDS),
-        }
-        compile_container = k8s.Container(
-            name=COMPILE_CONTAINER,
-            image=NEURON_VLLM_IMAGE,
-            image_pull_policy="IfNotPresent",
-            # "compile" is the script's $0; the vLLM arguments follow as "$@".
-            command=["bash", "-c", COMPILE_SCRIPT, COMPILE_CONTAINER],
-            args=engine.vllm_server_args(spec, bucket_name=context.bucket_name),
-            env=_env(compile_env),
-            resources=_resources(
-                {
-                    "cpu": share.cpu,
-                    "memory": share.memory,
-                    names.NEURONCORE_RESOURCE: str(spec.tensor_parallel_size),
-                },
-                # Disk is a request only: the emptyDirs' size limits bound what each may use.
-                requested_only={"ephemeral-storage": f"{compile_disk}Gi"},
+        job = api_object(
+            "batch/v1",
+            "Job",
+            metadata(
+                compile_job_name(spec), labels, annotations={ARTIFACT_KEY_ANNOTATION: artifact_uri}
             ),
-            security_context=_security_context(),
-            volume_mounts=[
-                k8s.VolumeMount(name="output", mount_path=OUTPUT_PATH),
-                k8s.VolumeMount(name="home", mount_path=HOME_PATH),
-                k8s.VolumeMount(name="tmp", mount_path=TMP_PATH),
-                k8s.VolumeMount(name="shm", mount_path="/dev/shm"),
-                k8s.VolumeMount(name=WEIGHTS_ROLE, mount_path=MODEL_MOUNT_PATH, read_only=True),
-                k8s.VolumeMount(
-                    name=ARTIFACTS_ROLE, mount_path=ARTIFACTS_MOUNT_PATH, read_only=True
-                ),
-            ],
-        )
-
-        upload_container = k8s.Container(
-            name=UPLOAD_CONTAINER,
-            image=AWS_CLI_IMAGE,
-            image_pull_policy="IfNotPresent",
-            command=["bash", "-c", UPLOAD_SCRIPT],
-            env=_env(
-                {
-                    # The AWS CLI keeps its caches under HOME; /tmp is the writable emptyDir.
-                    "HOME": TMP_PATH,
-                    "AWS_REGION": context.region,
-                    "AWS_DEFAULT_REGION": context.region,
-                    "LOCAL_ARTIFACTS": LOCAL_ARTIFACTS_PATH,
-                    "ALREADY_COMPLETE_FLAG": ALREADY_COMPLETE_FLAG,
-                    "ARTIFACT_URI": artifact_uri,
-                    "MARKER_URI": marker_uri,
-                    "COMPILER_IMAGE": NEURON_VLLM_IMAGE,
+            {
+                "spec": {
+                    "backoffLimit": BACKOFF_LIMIT,
+                    "activeDeadlineSeconds": active_deadline_seconds(spec),
+                    "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
+                    "podFailurePolicy": {
+                        "rules": [
+                            # A pod evicted, preempted or lost with its node is retried
+                            # without using up one of the retries.
+                            {
+                                "action": "Ignore",
+                                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                            }
+                        ]
+                    },
+                    "template": {
+                        "metadata": {
+                            "labels": labels,
+                            "annotations": {SAFE_TO_EVICT_ANNOTATION: "false"},
+                        },
+                        "spec": _pod(spec, placement, context, account, weights, artifacts),
+                    },
                 }
+            },
+        )
+        super().__init__(
+            scope,
+            spec,
+            COMPILE_JOB_ROLE,
+            [service_account, job],
+            PlatformNeeds(
+                namespaces=(INFERENCE_NAMESPACE,),
+                service_accounts=(
+                    ServiceAccountNeed(
+                        role=names.COMPILE_IDENTITY,
+                        name=account,
+                        namespace=INFERENCE_NAMESPACE,
+                        pods="Neuron compile job",
+                        purpose=f"the only writer of {key}",
+                        writes=(key,),
+                    ),
+                ),
             ),
-            resources=_resources(
-                {"cpu": f"{_UPLOAD_CPU_MILLIS}m", "memory": f"{_UPLOAD_MEMORY_MIB}Mi"}
-            ),
-            security_context=_security_context(),
-            volume_mounts=[
-                k8s.VolumeMount(name="output", mount_path=OUTPUT_PATH, read_only=True),
-                k8s.VolumeMount(name="tmp", mount_path=TMP_PATH),
-            ],
         )
 
-        pool = placement.workers
-        pod = k8s.PodSpec(
-            service_account_name=self.service_account.name,
-            # Pod Identity mounts its own token; the Kubernetes API is never called.
-            automount_service_account_token=False,
-            restart_policy="Never",
-            node_selector=pool.node_selector(),
-            tolerations=[
-                k8s.Toleration(
-                    key=t["key"], operator=t["operator"], value=t["value"], effect=t["effect"]
-                )
-                for t in pool.tolerations()
-            ]
-            or None,
-            # Part of a node's cores: the Neuron scheduler extension assigns contiguous ones,
-            # as tensor parallelism over NeuronLink needs (and as serving gets them).
-            scheduler_name=(
-                names.NEURON_SCHEDULER_NAME
-                if spec.tensor_parallel_size < spec.instance.cores
-                else None
-            ),
-            init_containers=[compile_container],
-            containers=[upload_container],
-            volumes=[
-                _empty_dir("output", f"{sizing.compile_output_gib(spec.model.architecture)}Gi"),
-                _empty_dir("home", f"{sizing.COMPILE_HOME_GIB}Gi"),
-                _empty_dir("tmp", f"{sizing.COMPILE_TMP_GIB}Gi"),
-                _empty_dir("shm", f"{shared_memory_mib(share.memory_mib)}Mi", medium="Memory"),
-                _claim(WEIGHTS_ROLE, weights),
-                _claim(ARTIFACTS_ROLE, artifacts),
-            ],
-        )
-        self.job = k8s.KubeJob(
-            self,
-            "job",
-            metadata=k8s.ObjectMeta(
-                name=compile_job_name(spec),
-                namespace=names.INFERENCE_NAMESPACE,
-                annotations={ARTIFACT_KEY_ANNOTATION: artifact_uri},
-            ),
-            spec=k8s.JobSpec(
-                backoff_limit=BACKOFF_LIMIT,
-                active_deadline_seconds=active_deadline_seconds(spec),
-                ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
-                pod_failure_policy=k8s.PodFailurePolicy(
-                    rules=[
-                        # A pod evicted, preempted or lost with its node is retried without
-                        # using up one of the retries.
-                        k8s.PodFailurePolicyRule(
-                            action="Ignore",
-                            on_pod_conditions=[
-                                k8s.PodFailurePolicyOnPodConditionsPattern(
-                                    type="DisruptionTarget", status="True"
-                                )
-                            ],
-                        )
-                    ]
-                ),
-                template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(
-                        labels=object_labels(spec, COMPILE_JOB_ROLE),
-                        annotations={SAFE_TO_EVICT_ANNOTATION: "false"},
-                    ),
-                    spec=pod,
-                ),
-            ),
-        )
+
+def _pod(
+    spec: ModelDeploymentSpec,
+    placement: Placement,
+    context: RenderContext,
+    service_account: str,
+    weights: MountpointVolume,
+    artifacts: MountpointVolume,
+) -> pod.Json:
+    artifact_uri = f"s3://{context.bucket_name}/{artifact_prefix(spec)}"
+    share = pod_resources(spec.instance, spec.replicas_per_node)
+    compile_env = {
+        **server_environment(spec, context),
+        # The one difference from serving: compile into local disk, not the read-only
+        # artifacts volume.
+        "NEURON_COMPILED_ARTIFACTS": LOCAL_ARTIFACTS_PATH,
+        "COMPLETION_MARKER": completion_marker_path(spec),
+        "ALREADY_COMPLETE_FLAG": ALREADY_COMPLETE_FLAG,
+        "ARTIFACT_URI": artifact_uri,
+        "HEALTH_URL": f"http://127.0.0.1:{OPENAI_PORT}{HEALTH_PATH}",
+        "HEALTH_POLL_SECONDS": str(HEALTH_POLL_SECONDS),
+        "STOP_GRACE_SECONDS": str(STOP_GRACE_SECONDS),
+    }
+    compile_container = {
+        "name": COMPILE_CONTAINER,
+        "image": NEURON_VLLM_IMAGE,
+        "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
+        # "compile" is the script's $0; the vLLM arguments follow as "$@".
+        "command": ["bash", "-c", COMPILE_SCRIPT, COMPILE_CONTAINER],
+        "args": engine.vllm_server_args(spec, bucket_name=context.bucket_name),
+        "env": pod.env(compile_env),
+        "resources": pod.resources(
+            {"cpu": share.cpu, "memory": share.memory, **pod.accelerator_resource(spec)},
+            # Disk is a request only: the emptyDirs' size limits bound what each may use.
+            requested_only={
+                "ephemeral-storage": f"{sizing.compile_disk_gib(spec.model.architecture)}Gi"
+            },
+        ),
+        "securityContext": pod.ROOT_IMAGE_SECURITY,
+        "volumeMounts": [
+            pod.mount("output", OUTPUT_PATH),
+            pod.mount("home", HOME_PATH),
+            pod.mount("tmp", TMP_PATH),
+            pod.mount("shm", SHM_PATH),
+            pod.mount(WEIGHTS_ROLE, MODEL_MOUNT_PATH, read_only=True),
+            pod.mount(ARTIFACTS_ROLE, ARTIFACTS_MOUNT_PATH, read_only=True),
+        ],
+    }
+    upload_container = {
+        "name": UPLOAD_CONTAINER,
+        "image": AWS_CLI_IMAGE,
+        "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
+        "command": ["bash", "-c", UPLOAD_SCRIPT],
+        "env": pod.env(
+            {
+                # The AWS CLI keeps its caches under HOME; /tmp is the writable emptyDir.
+                "HOME": TMP_PATH,
+                "AWS_REGION": context.region,
+                "AWS_DEFAULT_REGION": context.region,
+                "LOCAL_ARTIFACTS": LOCAL_ARTIFACTS_PATH,
+                "ALREADY_COMPLETE_FLAG": ALREADY_COMPLETE_FLAG,
+                "ARTIFACT_URI": artifact_uri,
+                "MARKER_URI": f"s3://{context.bucket_name}/{completion_marker_key(spec)}",
+                "COMPILER_IMAGE": NEURON_VLLM_IMAGE,
+            }
+        ),
+        "resources": pod.resources(
+            {"cpu": f"{_UPLOAD_CPU_MILLIS}m", "memory": f"{_UPLOAD_MEMORY_MIB}Mi"}
+        ),
+        "securityContext": pod.ROOT_IMAGE_SECURITY,
+        "volumeMounts": [
+            pod.mount("output", OUTPUT_PATH, read_only=True),
+            pod.mount("tmp", TMP_PATH),
+        ],
+    }
+    return {
+        "serviceAccountName": service_account,
+        # Pod Identity mounts its own token; the Kubernetes API is never called.
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        # The same pool, tolerations and (for part of a node) Neuron scheduler as serving.
+        **pod.placement(placement.workers, spec),
+        "initContainers": [compile_container],
+        "containers": [upload_container],
+        "volumes": [
+            pod.empty_dir("output", f"{sizing.compile_output_gib(spec.model.architecture)}Gi"),
+            pod.empty_dir("home", f"{sizing.COMPILE_HOME_GIB}Gi"),
+            pod.empty_dir("tmp", f"{sizing.COMPILE_TMP_GIB}Gi"),
+            pod.empty_dir("shm", f"{shared_memory_mib(share.memory_mib)}Mi", in_memory=True),
+            pod.claim_volume(WEIGHTS_ROLE, weights.claim_name),
+            pod.claim_volume(ARTIFACTS_ROLE, artifacts.claim_name),
+        ],
+    }

@@ -3,19 +3,27 @@
 The Mountpoint CSI driver (v2) supports static provisioning only: a PersistentVolume names the
 bucket and, through mount options, the prefix, and a PersistentVolumeClaim bound to exactly
 that volume is what pods mount. :class:`MountpointVolume` is the reusable pair for any prefix;
-:class:`MountpointVolumeChart` puts one into a deployment's chart.
+:func:`mountpoint_volume_chart` puts one into a deployment's chart.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-import cdk8s
-from cdk8s_plus_27 import k8s
 from constructs import Construct
 
-from eks_inference.charts import values
-from eks_inference.charts.common import DeploymentChart
+from eks_inference.aws_types import key_prefix_problem
+from eks_inference.charts.common import (
+    DeploymentChart,
+    api_object,
+    chart_id,
+    metadata,
+    object_labels,
+)
+from eks_inference.charts.contract import MountedPrefix, PlatformNeeds
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec import ModelDeploymentSpec
 
@@ -31,8 +39,6 @@ _NOMINAL_CAPACITY = "1Ti"
 _CACHE_HEADROOM = 1.1
 _CACHE_MIN_GIB = 4
 _CACHE_MAX_GIB = 64
-# Where a chart keeps the Mountpoint volumes created in it (see mountpoint_volumes).
-_CHART_VOLUMES = "_eks_inference_mountpoint_volumes"
 
 
 def cache_size_gib(object_set_gib: float) -> int:
@@ -40,7 +46,8 @@ def cache_size_gib(object_set_gib: float) -> int:
     return max(_CACHE_MIN_GIB, min(_CACHE_MAX_GIB, math.ceil(object_set_gib * _CACHE_HEADROOM)))
 
 
-class MountpointVolume(Construct):
+@dataclass(frozen=True)
+class MountpointVolume:
     """A PersistentVolume for one bucket prefix, and the PersistentVolumeClaim bound to it.
 
     Defaults are for serving: ``read_only`` volumes use the ``ReadOnlyMany`` access mode (the
@@ -54,95 +61,125 @@ class MountpointVolume(Construct):
     denies every other user, root included, without it. ``uid``/``gid`` make the files owned
     by the consuming user (the Ray images' uid 1000), which a writer needs. ``region`` is
     explicit so that the mount needs no instance metadata (IMDS hop limit) to find the bucket.
-    The claim's ``volumeName`` and the volume's ``claimRef`` are the names the two objects
-    are given (one string each, used on both sides), so the pair binds only to each other;
-    :attr:`claim_name` is what pods mount.
+    The claim (``name``, what pods mount) and the volume (:attr:`volume_name`) name each other
+    (``volumeName``, ``claimRef``), so the pair binds only to each other.
     """
 
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        name: str,
-        bucket_name: str,
-        region: str,
-        prefix: str,
-        cache_size_gib: int,
-        read_only: bool = True,
-        metadata_ttl: str | None = "indefinite",
-        uid: int | None = None,
-        gid: int | None = None,
-        namespace: str = INFERENCE_NAMESPACE,
-    ) -> None:
-        super().__init__(scope, id)
-        if not prefix.endswith("/"):
-            raise ValueError(f"Mountpoint prefix {prefix!r} must end with '/'")
-        access_mode = "ReadOnlyMany" if read_only else "ReadWriteMany"
-        options = ["allow-other", f"region {region}", f"prefix {prefix}"]
-        if metadata_ttl is not None:
-            options.append(f"metadata-ttl {metadata_ttl}")
-        if not read_only:
+    name: str
+    bucket_name: str
+    region: str
+    prefix: str
+    cache_size_gib: int
+    read_only: bool = True
+    metadata_ttl: str | None = "indefinite"
+    uid: int | None = None
+    gid: int | None = None
+    namespace: str = INFERENCE_NAMESPACE
+
+    def __post_init__(self) -> None:
+        problem = key_prefix_problem(self.prefix, name="Mountpoint prefix")
+        if problem is not None:
+            raise ValueError(problem)
+
+    @property
+    def claim_name(self) -> str:
+        """The claim's name: what pods mount."""
+        return self.name
+
+    @property
+    def volume_name(self) -> str:
+        """The PersistentVolume's name, also its handle.
+
+        PersistentVolumes are cluster-scoped: the namespace in the name keeps it unique across
+        namespaces, and the driver needs a handle unique in the cluster, which this is.
+        """
+        return f"{self.namespace}-{self.name}"
+
+    @property
+    def mounted(self) -> MountedPrefix:
+        """What this volume asks of the platform: the driver may read :attr:`prefix`."""
+        return MountedPrefix(
+            prefix=self.prefix,
+            volume_name=self.volume_name,
+            claim_name=self.claim_name,
+            read_only=self.read_only,
+        )
+
+    def objects(self, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The PersistentVolume and its claim, labelled ``labels``."""
+        access_mode = "ReadOnlyMany" if self.read_only else "ReadWriteMany"
+        options = ["allow-other", f"region {self.region}", f"prefix {self.prefix}"]
+        if self.metadata_ttl is not None:
+            options.append(f"metadata-ttl {self.metadata_ttl}")
+        if not self.read_only:
             options.append("allow-overwrite")
-        if uid is not None:
-            options.append(f"uid={uid}")
-        if gid is not None:
-            options.append(f"gid={gid}")
-        self.prefix = prefix
-        self.read_only = read_only
-        # PersistentVolumes are cluster-scoped: the namespace in the name keeps it unique
-        # across namespaces, and the handle is the name, unique by construction.
-        volume_name = f"{namespace}-{name}"
-        self.claim_name = name
-        """The claim's name: what pods mount (the same string the claim object is given)."""
-        self.volume = k8s.KubePersistentVolume(
-            self,
-            "volume",
-            metadata=k8s.ObjectMeta(name=volume_name),
-            spec=k8s.PersistentVolumeSpec(
-                access_modes=[access_mode],
-                capacity={"storage": values.quantity(_NOMINAL_CAPACITY)},
-                storage_class_name="",
-                persistent_volume_reclaim_policy="Retain",
-                claim_ref=k8s.ObjectReference(namespace=namespace, name=self.claim_name),
-                mount_options=options,
-                csi=k8s.CsiPersistentVolumeSource(
-                    driver=CSI_DRIVER,
-                    volume_handle=volume_name,
-                    volume_attributes={
-                        "bucketName": bucket_name,
-                        "cache": "emptyDir",
-                        "cacheEmptyDirSizeLimit": f"{cache_size_gib}Gi",
+        if self.uid is not None:
+            options.append(f"uid={self.uid}")
+        if self.gid is not None:
+            options.append(f"gid={self.gid}")
+        volume = api_object(
+            "v1",
+            "PersistentVolume",
+            metadata(self.volume_name, labels, namespace=None),
+            {
+                "spec": {
+                    "accessModes": [access_mode],
+                    "capacity": {"storage": _NOMINAL_CAPACITY},
+                    "storageClassName": "",
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "claimRef": {"namespace": self.namespace, "name": self.claim_name},
+                    "mountOptions": options,
+                    "csi": {
+                        "driver": CSI_DRIVER,
+                        "volumeHandle": self.volume_name,
+                        "volumeAttributes": {
+                            "bucketName": self.bucket_name,
+                            "cache": "emptyDir",
+                            "cacheEmptyDirSizeLimit": f"{self.cache_size_gib}Gi",
+                        },
                     },
-                ),
-            ),
+                }
+            },
         )
-        self.claim = k8s.KubePersistentVolumeClaim(
-            self,
-            "claim",
-            metadata=k8s.ObjectMeta(name=self.claim_name, namespace=namespace),
-            spec=k8s.PersistentVolumeClaimSpec(
-                access_modes=[access_mode],
-                storage_class_name="",
-                volume_name=volume_name,
-                resources=k8s.ResourceRequirements(
-                    requests={"storage": values.quantity(_NOMINAL_CAPACITY)}
-                ),
-            ),
+        claim = api_object(
+            "v1",
+            "PersistentVolumeClaim",
+            metadata(self.claim_name, labels, namespace=self.namespace),
+            {
+                "spec": {
+                    "accessModes": [access_mode],
+                    "storageClassName": "",
+                    "volumeName": self.volume_name,
+                    "resources": {"requests": {"storage": _NOMINAL_CAPACITY}},
+                }
+            },
         )
-        chart = scope if isinstance(scope, cdk8s.Chart) else cdk8s.Chart.of(scope)
-        chart.__dict__.setdefault(_CHART_VOLUMES, []).append(self)
+        return [volume, claim]
 
 
-def mountpoint_volumes(chart: cdk8s.Chart) -> tuple[MountpointVolume, ...]:
-    """The :class:`MountpointVolume` objects whose chart is ``chart``, in creation order.
-
-    Each volume records itself on its chart when it is created, so this needs no walk of the
-    construct tree (which, for charts synthesized from Python, is a round trip to Node.js
-    per construct).
-    """
-    volumes: list[MountpointVolume] = chart.__dict__.get(_CHART_VOLUMES, [])
-    return tuple(volumes)
+def deployment_volume(
+    spec: ModelDeploymentSpec,
+    role: str,
+    *,
+    bucket_name: str,
+    region: str,
+    prefix: str,
+    cache_size_gib: int,
+    metadata_ttl: str | None = "indefinite",
+    uid: int | None = None,
+    gid: int | None = None,
+) -> MountpointVolume:
+    """The Mountpoint volume ``role`` of ``spec``: claim ``<deployment>-<role>``."""
+    return MountpointVolume(
+        name=chart_id(spec.name, role),
+        bucket_name=bucket_name,
+        region=region,
+        prefix=prefix,
+        cache_size_gib=cache_size_gib,
+        metadata_ttl=metadata_ttl,
+        uid=uid,
+        gid=gid,
+    )
 
 
 class MountpointVolumeChart(DeploymentChart):
@@ -153,29 +190,13 @@ class MountpointVolumeChart(DeploymentChart):
     """
 
     def __init__(
-        self,
-        scope: Construct,
-        spec: ModelDeploymentSpec,
-        role: str,
-        *,
-        bucket_name: str,
-        region: str,
-        prefix: str,
-        cache_size_gib: int,
-        metadata_ttl: str | None = "indefinite",
-        uid: int | None = None,
-        gid: int | None = None,
+        self, scope: Construct, spec: ModelDeploymentSpec, role: str, volume: MountpointVolume
     ) -> None:
-        super().__init__(scope, spec, role)
-        self.volume = MountpointVolume(
-            self,
-            "mountpoint",
-            name=f"{spec.name}-{role}",
-            bucket_name=bucket_name,
-            region=region,
-            prefix=prefix,
-            cache_size_gib=cache_size_gib,
-            metadata_ttl=metadata_ttl,
-            uid=uid,
-            gid=gid,
+        super().__init__(
+            scope,
+            spec,
+            role,
+            volume.objects(object_labels(spec, role)),
+            PlatformNeeds(namespaces=(volume.namespace,), mounted_prefixes=(volume.mounted,)),
         )
+        self.volume = volume

@@ -5,9 +5,9 @@ accelerator pool, one Serve replica per worker pod. Serve adds replicas when ong
 per replica exceed the target; the in-tree Ray autoscaler adds a worker pod for each replica
 that does not fit; the Cluster Autoscaler adds a node for each pod that does not fit.
 
-The RayService is a custom resource, so its pod templates are plain dictionaries: no
-cdk8s-plus defaults to override, every field below is a decision. KubeRay injects the Ray
-readiness and liveness probes (raylet and Serve proxy health) and wires the ports it needs.
+Head and worker pods come from :mod:`eks_inference.charts.pod`, like every other pod of the
+project. KubeRay injects the Ray readiness and liveness probes (raylet and Serve proxy health)
+and wires the ports it needs.
 """
 
 from __future__ import annotations
@@ -16,28 +16,20 @@ import hashlib
 import math
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
 
-import cdk8s
-import cdk8s_plus_27 as kplus
 from constructs import Construct
 
 from eks_inference import names
-from eks_inference.charts import engine
+from eks_inference.charts import engine, pod
 from eks_inference.charts.common import (
-    ARTIFACTS_GATE_CONTAINER,
-    ARTIFACTS_GATE_CPU_MILLIS,
-    ARTIFACTS_GATE_MEMORY_MIB,
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
     MODEL_MOUNT_PATH,
     OPENAI_PORT,
-    RAY_GID,
-    RAY_UID,
     WEIGHTS_ROLE,
     DeploymentChart,
     RenderContext,
-    artifacts_gate_command,
+    api_object,
     compiled_artifacts_path,
     dump_yaml,
     gates_on_compiled_artifacts,
@@ -46,13 +38,16 @@ from eks_inference.charts.common import (
     object_labels,
     rollout_seconds,
 )
+from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.mountpoint import MountpointVolume
-from eks_inference.node_pools import NodePool
+from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.platform import Placement
 from eks_inference.sizing import pod_resources
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.versions import RAY_HEAD_GPU_IMAGE, RAY_LLM_GPU_IMAGE, RAY_VERSION
 
+COMPONENT = "rayservice"
+RAY_API_VERSION = "ray.io/v1"
 INITIALIZING_TIMEOUT_ANNOTATION = "ray.io/initializing-timeout"
 # Hash of the Neuron application's source on the pod templates: a change of the code changes
 # the cluster spec, so KubeRay rolls a new cluster instead of leaving old code running.
@@ -97,36 +92,12 @@ def neuron_app_source() -> str:
     )
 
 
-def _env(values: dict[str, str]) -> list[dict[str, str]]:
-    return [{"name": k, "value": v} for k, v in values.items()]
-
-
-def _container_security() -> dict[str, Any]:
-    # Ray needs no privileges or capabilities. The root filesystem stays writable: Ray writes
-    # sessions, logs and spilled objects under /tmp/ray and runtime files under its home, all
-    # owned by the image's user.
-    return {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "runAsNonRoot": True,
-        "runAsUser": RAY_UID,
-        "runAsGroup": RAY_GID,
-    }
-
-
-def _resources(cpu: str, memory: str, extended: dict[str, str] | None = None) -> dict[str, Any]:
-    # Requests equal limits: Guaranteed QoS, and KubeRay reads Ray's CPU, memory, GPU and
-    # neuron_cores counts from the limits.
-    amounts = {"cpu": cpu, "memory": memory, **(extended or {})}
-    return {"requests": dict(amounts), "limits": dict(amounts)}
-
-
 @dataclass(frozen=True)
 class _ServeAppFiles:
     """What head and worker pods need to import the Serve application (nothing on GPUs)."""
 
-    volumes: tuple[dict[str, Any], ...] = ()
-    mounts: tuple[dict[str, Any], ...] = ()
+    volumes: tuple[pod.Json, ...] = ()
+    mounts: tuple[pod.Json, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
 
@@ -135,9 +106,10 @@ class RayServiceChart(DeploymentChart):
     """A RayService serving one model through Ray Serve, with its ServiceAccount.
 
     Objects: the ServiceAccount ``names.service_account_name(spec.name)`` (head and workers;
-    the CDK side attaches the Pod Identity role to it, and KubeRay binds the autoscaler's
-    role to it), on Inferentia2 a ConfigMap holding the Neuron Serve application, and the
-    RayService ``<deployment>``, served by KubeRay's ``<deployment>-serve-svc`` on port 8000.
+    KubeRay binds the autoscaler's role to it; its pods get no AWS credentials, since the
+    weights come through Mountpoint), on Inferentia2 a ConfigMap holding the Neuron Serve
+    application, and the RayService ``<deployment>``, served by KubeRay's
+    ``<deployment>-serve-svc`` on port 8000. :attr:`needs` names the RayService CRD.
 
     Decisions:
 
@@ -155,6 +127,9 @@ class RayServiceChart(DeploymentChart):
     - With ``min_replicas`` >= 1 the head is left out of the serve Service, so requests go
       straight to worker proxies; with 0 it stays in, since its proxy is what receives the
       first request and triggers a scale-up from zero.
+
+    The RayService's fields are written in reading order (what it serves, then the cluster
+    that serves it), not sorted.
     """
 
     def __init__(
@@ -167,62 +142,44 @@ class RayServiceChart(DeploymentChart):
         weights: MountpointVolume | None,
         artifacts: MountpointVolume | None,
     ) -> None:
-        super().__init__(scope, spec, "rayservice")
         if weights is None:
             raise ValueError(
                 f"deployment {spec.name!r}: Ray Serve workers read weights from a Mountpoint "
                 "volume; pass one"
             )
-        self.service_account = kplus.ServiceAccount(
-            self,
-            "service-account",
-            metadata=metadata(names.service_account_name(spec.name)),
-            automount_token=False,
-        )
-        # Read from the object once; head and worker pods both name it.
-        self._service_account_name = self.service_account.name
-        self.serve_app: kplus.ConfigMap | None = None
+        labels = object_labels(spec, COMPONENT)
+        account = names.service_account_name(spec.name)
+        objects = [
+            api_object(
+                "v1",
+                "ServiceAccount",
+                metadata(account, labels),
+                {"automountServiceAccountToken": False},
+            )
+        ]
         app = _ServeAppFiles()
         if spec.on_neuron:
             source = neuron_app_source()
-            self.serve_app = kplus.ConfigMap(
-                self,
-                "serve-app",
-                metadata=metadata(f"{spec.name}-serve-app"),
-                data={SERVE_APP_FILE: source},
+            config_map = f"{spec.name}-serve-app"
+            objects.append(
+                api_object(
+                    "v1",
+                    "ConfigMap",
+                    metadata(config_map, labels),
+                    {"data": {SERVE_APP_FILE: source}},
+                )
             )
             app = _ServeAppFiles(
-                volumes=(
-                    {
-                        "name": "serve-app",
-                        "configMap": {
-                            "name": self.serve_app.name,
-                            "items": [{"key": SERVE_APP_FILE, "path": SERVE_APP_FILE}],
-                        },
-                    },
-                ),
-                mounts=({"name": "serve-app", "mountPath": SERVE_APP_PATH, "readOnly": True},),
+                volumes=(pod.config_map_volume("serve-app", config_map, [SERVE_APP_FILE]),),
+                mounts=(pod.mount("serve-app", SERVE_APP_PATH, read_only=True),),
                 env=(("PYTHONPATH", SERVE_APP_PATH),),
                 annotations=(
                     (SERVE_APP_HASH_ANNOTATION, hashlib.sha256(source.encode()).hexdigest()),
                 ),
             )
-
-        self.ray_service = cdk8s.ApiObject(
-            self,
-            "ray-service",
-            api_version="ray.io/v1",
-            kind="RayService",
-            metadata=cdk8s.ApiObjectMetadata(
-                name=spec.name,
-                namespace=names.INFERENCE_NAMESPACE,
-                annotations={
-                    INITIALIZING_TIMEOUT_ANNOTATION: f"{math.ceil(rollout_seconds(spec) / 60)}m"
-                },
-            ),
-        )
         worker = pod_resources(spec.instance, spec.replicas_per_node)
-        # ApiObject has no typed props for a custom resource's spec; it is added whole.
+        head_pod = _head_pod(spec, placement, context, app, account)
+        worker_pod = _worker_pod(spec, placement, context, app, account, weights, artifacts)
         ray_service_spec = {
             "upgradeStrategy": {"type": "NewCluster"},
             "excludeHeadPodFromServeSvc": spec.scaling.min_replicas > 0,
@@ -234,9 +191,11 @@ class RayServiceChart(DeploymentChart):
                     "version": "v2",
                     "idleTimeoutSeconds": _IDLE_TIMEOUT_S,
                     "upscalingMode": _UPSCALING_MODE,
-                    "imagePullPolicy": "IfNotPresent",
-                    "resources": _resources(_AUTOSCALER_CPU, _AUTOSCALER_MEMORY),
-                    "securityContext": _container_security(),
+                    "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
+                    "resources": pod.resources(
+                        {"cpu": _AUTOSCALER_CPU, "memory": _AUTOSCALER_MEMORY}
+                    ),
+                    "securityContext": pod.RAY_SECURITY,
                 },
                 "headGroupSpec": {
                     "rayStartParams": {
@@ -246,9 +205,7 @@ class RayServiceChart(DeploymentChart):
                         "dashboard-host": "0.0.0.0",
                         "object-store-memory": _object_store_bytes(_HEAD_MEMORY_MIB),
                     },
-                    "template": self._template(
-                        spec, "ray-head", self._head_pod(spec, placement, context, app), app
-                    ),
+                    "template": _template(spec, "ray-head", head_pod, app),
                 },
                 "workerGroupSpecs": [
                     {
@@ -260,144 +217,141 @@ class RayServiceChart(DeploymentChart):
                         "rayStartParams": {
                             "object-store-memory": _object_store_bytes(worker.memory_mib),
                         },
-                        "template": self._template(
-                            spec,
-                            "ray-worker",
-                            self._worker_pod(spec, placement, context, app, weights, artifacts),
-                            app,
-                        ),
+                        "template": _template(spec, "ray-worker", worker_pod, app),
                     }
                 ],
             },
         }
-        self.ray_service.add_json_patch(cdk8s.JsonPatch.add("/spec", ray_service_spec))
-
-    @staticmethod
-    def _template(
-        spec: ModelDeploymentSpec, component: str, pod: dict[str, Any], app: _ServeAppFiles
-    ) -> dict[str, Any]:
-        meta: dict[str, Any] = {"labels": object_labels(spec, component)}
-        if app.annotations:
-            meta["annotations"] = dict(app.annotations)
-        return {"metadata": meta, "spec": pod}
-
-    def _pod(self, pool: NodePool, *, api_token: bool) -> dict[str, Any]:
-        """Pod-level settings shared by head and workers: identity, user and placement."""
-        pod: dict[str, Any] = {
-            "serviceAccountName": self._service_account_name,
-            "automountServiceAccountToken": api_token,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": RAY_UID,
-                "runAsGroup": RAY_GID,
-                "fsGroup": RAY_GID,
-            },
-            "nodeSelector": pool.node_selector(),
-        }
-        if pool.taints:
-            pod["tolerations"] = pool.tolerations()
-        return pod
-
-    def _head_pod(
-        self,
-        spec: ModelDeploymentSpec,
-        placement: Placement,
-        context: RenderContext,
-        app: _ServeAppFiles,
-    ) -> dict[str, Any]:
-        container = {
-            "name": "ray-head",
-            "image": context.neuron_ray_image if spec.on_neuron else RAY_HEAD_GPU_IMAGE,
-            "imagePullPolicy": "IfNotPresent",
-            "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in _HEAD_PORTS],
-            "env": _env({"RAY_USAGE_STATS_ENABLED": "0", **dict(app.env)}),
-            "resources": _resources(_HEAD_CPU, f"{_HEAD_MEMORY_MIB}Mi"),
-            "securityContext": _container_security(),
-            "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}, *app.mounts],
-        }
-        return {
-            # The autoscaler sidecar talks to the Kubernetes API with this pod's token.
-            **self._pod(placement.head, api_token=True),
-            "containers": [container],
-            "volumes": [_shm_volume(_HEAD_MEMORY_MIB), *app.volumes],
-        }
-
-    def _worker_pod(
-        self,
-        spec: ModelDeploymentSpec,
-        placement: Placement,
-        context: RenderContext,
-        app: _ServeAppFiles,
-        weights: MountpointVolume,
-        artifacts: MountpointVolume | None,
-    ) -> dict[str, Any]:
-        worker = pod_resources(spec.instance, spec.replicas_per_node)
-        accelerator = names.NEURONCORE_RESOURCE if spec.on_neuron else names.NVIDIA_GPU_RESOURCE
-        env = {
-            "RAY_USAGE_STATS_ENABLED": "0",
-            **dict(app.env),
-            # Weights come from the model bucket only; never reach out to the Hugging Face Hub.
-            "HF_HUB_OFFLINE": "1",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-        }
-        mounts: list[dict[str, Any]] = [
-            {"name": "shm", "mountPath": "/dev/shm"},
-            {"name": WEIGHTS_ROLE, "mountPath": MODEL_MOUNT_PATH, "readOnly": True},
-            *app.mounts,
-        ]
-        volumes: list[dict[str, Any]] = [
-            _shm_volume(worker.memory_mib),
-            _claim_volume(WEIGHTS_ROLE, weights),
-            *app.volumes,
-        ]
-        if spec.on_neuron:
-            env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)
-        if artifacts is not None:
-            mounts.append(
-                {"name": ARTIFACTS_ROLE, "mountPath": ARTIFACTS_MOUNT_PATH, "readOnly": True}
+        objects.append(
+            api_object(
+                RAY_API_VERSION,
+                "RayService",
+                metadata(
+                    spec.name,
+                    labels,
+                    annotations={
+                        INITIALIZING_TIMEOUT_ANNOTATION: f"{math.ceil(rollout_seconds(spec) / 60)}m"
+                    },
+                ),
+                {"spec": ray_service_spec},
+                canonical_order=False,
             )
-            volumes.append(_claim_volume(ARTIFACTS_ROLE, artifacts))
-        container = {
-            "name": "ray-worker",
-            "image": context.neuron_ray_image if spec.on_neuron else RAY_LLM_GPU_IMAGE,
-            "imagePullPolicy": "IfNotPresent",
-            "env": _env(env),
-            "resources": _resources(
-                worker.cpu, worker.memory, {accelerator: str(spec.tensor_parallel_size)}
+        )
+        super().__init__(
+            scope,
+            spec,
+            COMPONENT,
+            objects,
+            PlatformNeeds(
+                namespaces=(INFERENCE_NAMESPACE,), custom_resources=(names.RAYSERVICE_CRD,)
             ),
-            "securityContext": _container_security(),
-            "volumeMounts": mounts,
-        }
-        pod: dict[str, Any] = {**self._pod(placement.workers, api_token=False)}
-        if artifacts is not None and gates_on_compiled_artifacts(spec):
-            # A worker must not start a replica on an incomplete artifact set; KubeRay adds
-            # its own init container (wait for the GCS) after this one.
-            pod["initContainers"] = [
-                {
-                    "name": ARTIFACTS_GATE_CONTAINER,
-                    "image": container["image"],
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": artifacts_gate_command(spec, bucket_name=context.bucket_name),
-                    "resources": _resources(
-                        f"{ARTIFACTS_GATE_CPU_MILLIS}m", f"{ARTIFACTS_GATE_MEMORY_MIB}Mi"
-                    ),
-                    "securityContext": _container_security(),
-                    "volumeMounts": [
-                        {
-                            "name": ARTIFACTS_ROLE,
-                            "mountPath": ARTIFACTS_MOUNT_PATH,
-                            "readOnly": True,
-                        }
-                    ],
-                }
-            ]
-        pod["containers"] = [container]
-        pod["volumes"] = volumes
-        if spec.on_neuron and spec.tensor_parallel_size < spec.instance.cores:
-            # Part of a node's cores: the Neuron scheduler extension assigns contiguous ones.
-            pod["schedulerName"] = names.NEURON_SCHEDULER_NAME
-        return pod
+        )
+
+
+def _template(
+    spec: ModelDeploymentSpec, component: str, pod_spec: pod.Json, app: _ServeAppFiles
+) -> pod.Json:
+    meta: pod.Json = {"labels": object_labels(spec, component)}
+    if app.annotations:
+        meta["annotations"] = dict(app.annotations)
+    return {"metadata": meta, "spec": pod_spec}
+
+
+def _identity(service_account: str, *, api_token: bool) -> pod.Json:
+    """Pod-level settings shared by head and workers: identity and user."""
+    return {
+        "serviceAccountName": service_account,
+        "automountServiceAccountToken": api_token,
+        "securityContext": pod.RAY_POD_SECURITY,
+    }
+
+
+def _head_pod(
+    spec: ModelDeploymentSpec,
+    placement: Placement,
+    context: RenderContext,
+    app: _ServeAppFiles,
+    service_account: str,
+) -> pod.Json:
+    container = {
+        "name": "ray-head",
+        "image": context.neuron_ray_image if spec.on_neuron else RAY_HEAD_GPU_IMAGE,
+        "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
+        "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in _HEAD_PORTS],
+        "env": pod.env({"RAY_USAGE_STATS_ENABLED": "0", **dict(app.env)}),
+        "resources": pod.resources({"cpu": _HEAD_CPU, "memory": f"{_HEAD_MEMORY_MIB}Mi"}),
+        "securityContext": pod.RAY_SECURITY,
+        "volumeMounts": [pod.mount("shm", "/dev/shm"), *app.mounts],
+    }
+    return {
+        # The autoscaler sidecar talks to the Kubernetes API with this pod's token.
+        **_identity(service_account, api_token=True),
+        **pod.placement(placement.head),
+        "containers": [container],
+        "volumes": [_shm_volume(_HEAD_MEMORY_MIB), *app.volumes],
+    }
+
+
+def _worker_pod(
+    spec: ModelDeploymentSpec,
+    placement: Placement,
+    context: RenderContext,
+    app: _ServeAppFiles,
+    service_account: str,
+    weights: MountpointVolume,
+    artifacts: MountpointVolume | None,
+) -> pod.Json:
+    worker = pod_resources(spec.instance, spec.replicas_per_node)
+    image = context.neuron_ray_image if spec.on_neuron else RAY_LLM_GPU_IMAGE
+    env = {
+        "RAY_USAGE_STATS_ENABLED": "0",
+        **dict(app.env),
+        # Weights come from the model bucket only; never reach out to the Hugging Face Hub.
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+    mounts = [
+        pod.mount("shm", "/dev/shm"),
+        pod.mount(WEIGHTS_ROLE, MODEL_MOUNT_PATH, read_only=True),
+        *app.mounts,
+    ]
+    volumes = [
+        _shm_volume(worker.memory_mib),
+        pod.claim_volume(WEIGHTS_ROLE, weights.claim_name),
+        *app.volumes,
+    ]
+    if spec.on_neuron:
+        env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)
+    if artifacts is not None:
+        mounts.append(pod.mount(ARTIFACTS_ROLE, ARTIFACTS_MOUNT_PATH, read_only=True))
+        volumes.append(pod.claim_volume(ARTIFACTS_ROLE, artifacts.claim_name))
+    container = {
+        "name": "ray-worker",
+        "image": image,
+        "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
+        "env": pod.env(env),
+        "resources": pod.resources(
+            {"cpu": worker.cpu, "memory": worker.memory, **pod.accelerator_resource(spec)}
+        ),
+        "securityContext": pod.RAY_SECURITY,
+        "volumeMounts": mounts,
+    }
+    worker_pod: pod.Json = {
+        **_identity(service_account, api_token=False),
+        **pod.placement(placement.workers, spec),
+    }
+    if artifacts is not None and gates_on_compiled_artifacts(spec):
+        # A worker must not start a replica on an incomplete artifact set; KubeRay adds
+        # its own init container (wait for the GCS) after this one.
+        worker_pod["initContainers"] = [
+            pod.artifacts_gate(
+                spec, image=image, bucket_name=context.bucket_name, security=pod.RAY_SECURITY
+            )
+        ]
+    worker_pod["containers"] = [container]
+    worker_pod["volumes"] = volumes
+    return worker_pod
 
 
 def _object_store_mib(memory_mib: int) -> int:
@@ -408,13 +362,6 @@ def _object_store_bytes(memory_mib: int) -> str:
     return str(_object_store_mib(memory_mib) * 1024 * 1024)
 
 
-def _shm_volume(memory_mib: int) -> dict[str, Any]:
+def _shm_volume(memory_mib: int) -> pod.Json:
     size_mib = min(_object_store_mib(memory_mib) + _SHM_HEADROOM_MIB, memory_mib)
-    return {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{size_mib}Mi"}}
-
-
-def _claim_volume(name: str, volume: MountpointVolume) -> dict[str, Any]:
-    return {
-        "name": name,
-        "persistentVolumeClaim": {"claimName": volume.claim_name, "readOnly": True},
-    }
+    return pod.empty_dir("shm", f"{size_mib}Mi", in_memory=True)

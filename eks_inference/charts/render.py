@@ -37,7 +37,7 @@ from typing import Any
 import cdk8s
 
 from eks_inference.charts import compile_job_charts, deployment_charts
-from eks_inference.charts.common import DeploymentChart, RenderContext, dump_yaml
+from eks_inference.charts.common import ObjectsChart, RenderContext, dump_yaml
 from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.platform import PlatformSpec
 
@@ -64,15 +64,11 @@ def default_context(platform: PlatformSpec) -> RenderContext:
     )
 
 
-def _chart_documents(chart: cdk8s.Chart) -> list[dict[str, Any]]:
-    return [dict(document) for document in chart.to_json()]
-
-
 def _all_charts(
     app: cdk8s.App, platform: PlatformSpec, context: RenderContext
-) -> dict[str, list[cdk8s.Chart]]:
+) -> dict[str, list[ObjectsChart]]:
     """Every chart of every deployment, in file order: serving charts, then the compile job."""
-    charts: dict[str, list[cdk8s.Chart]] = {}
+    charts: dict[str, list[ObjectsChart]] = {}
     for spec in platform.deployments:
         placement = platform.placement(spec)
         charts[spec.name] = [
@@ -86,12 +82,12 @@ def render_files(platform: PlatformSpec, context: RenderContext | None = None) -
     """Every manifest file of ``platform``: relative path -> YAML text, in write order."""
     context = context or default_context(platform)
     app = cdk8s.App()
-    files = {NAMESPACE_FILE: _HEADER + dump_yaml(_chart_documents(NamespaceChart(app)))}
+    files = {NAMESPACE_FILE: _HEADER + dump_yaml(list(NamespaceChart(app).objects))}
     for name, charts in _all_charts(app, platform, context).items():
         for index, chart in enumerate(charts, start=1):
-            role = chart.role if isinstance(chart, DeploymentChart) else chart.node.id
-            path = f"{name}/{index:02d}-{role}.yaml"
-            files[path] = _HEADER + dump_yaml(_chart_documents(chart))
+            files[f"{name}/{index:02d}-{chart.role}.yaml"] = _HEADER + dump_yaml(
+                list(chart.objects)
+            )
     return files
 
 
@@ -106,7 +102,7 @@ def render_platform(
     """
     context = context or default_context(platform)
     return {
-        name: [document for chart in charts for document in _chart_documents(chart)]
+        name: [document for chart in charts for document in chart.to_json()]
         for name, charts in _all_charts(cdk8s.App(), platform, context).items()
     }
 

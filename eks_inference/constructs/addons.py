@@ -8,26 +8,31 @@ Lambda at deploy time, never at synth.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from eks_inference import names, versions
 from eks_inference.catalog import Accelerator
 from eks_inference.constructs._nag import acknowledge, wildcard_resource_finding
+from eks_inference.constructs.cluster import InferenceCluster
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.constructs.nodegroups import CLUSTER_AUTOSCALER_TAG_PREFIX
 from eks_inference.node_pools import NodePool
 
-if TYPE_CHECKING:
-    from eks_inference.constructs.cluster import InferenceCluster
-
 SYSTEM_NAMESPACE = "kube-system"
 KUBERAY_NAMESPACE = "kuberay-system"
 CLUSTER_AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
+# The custom resources the KubeRay operator chart installs (skip_crds=False).
+_KUBERAY_CRDS = (
+    names.RAYSERVICE_CRD,
+    "rayclusters.ray.io",
+    "rayjobs.ray.io",
+    "raycronjobs.ray.io",
+)
 # Both device plugin charts also tolerate this (deprecated but still honoured) taint.
 _CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 
@@ -83,6 +88,10 @@ class InferenceAddons(Construct):
       a least-privilege Pod Identity role (scaling actions only on this cluster's groups).
 
     Charts that use Pod Identity depend on the Pod Identity Agent; the Mountpoint add-on too.
+    Model deployments take this object as a parameter: what they need from it (the operator
+    that installs a custom resource, :meth:`crd_installer`; the Mountpoint driver's read
+    access, :meth:`grant_mountpoint_read` and :attr:`mountpoint_dependencies`) is asked for
+    explicitly, so a deployment cannot be created before the add-ons it depends on.
     """
 
     def __init__(
@@ -105,6 +114,24 @@ class InferenceAddons(Construct):
         self.cluster_autoscaler_role, self.cluster_autoscaler_chart = self._add_autoscaler(
             cluster, system
         )
+        self._crd_installers: dict[str, IConstruct] = dict.fromkeys(
+            _KUBERAY_CRDS, self.kuberay_operator_chart
+        )
+
+    def crd_installer(self, crd: str) -> IConstruct:
+        """The add-on that installs the CustomResourceDefinition ``crd``; apply after it."""
+        try:
+            return self._crd_installers[crd]
+        except KeyError:
+            raise KeyError(
+                f"no add-on of this cluster installs the custom resource {crd!r}; installed: "
+                f"{', '.join(sorted(self._crd_installers))}"
+            ) from None
+
+    @property
+    def mountpoint_dependencies(self) -> tuple[IConstruct, ...]:
+        """What a Mountpoint volume must be applied after: the driver and its role's policy."""
+        return (self.mountpoint_addon, self.mountpoint_role)
 
     def _helm_chart(
         self,

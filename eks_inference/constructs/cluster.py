@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import cdk8s
 from aws_cdk import CfnOutput, Fn, Stack
@@ -32,11 +32,8 @@ from eks_inference.constructs._nag import (
     wildcard_resource_finding,
 )
 from eks_inference.constructs.nodegroups import PoolNodegroup
+from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.node_pools import NodePool
-
-if TYPE_CHECKING:
-    from eks_inference.constructs.addons import InferenceAddons
-    from eks_inference.constructs.model_bucket import ModelBucket
 
 _NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
@@ -107,7 +104,7 @@ class InferenceCluster(Construct):
       (:meth:`add_pod_identity`), which needs no OIDC provider and no role annotation;
     * one managed node group per pool (:class:`PoolNodegroup`) sharing one node role;
     * the ``inference`` namespace (the charts' ``NamespaceChart``), applied as a manifest
-      (:attr:`inference_namespace`) that deployments depend on;
+      that deployments depend on (:meth:`namespace`);
     * outputs with the cluster name and the ``aws eks update-kubeconfig`` command.
 
     The API endpoint is public and private by default so that an operator can run kubectl
@@ -164,7 +161,6 @@ class InferenceCluster(Construct):
         self.kubernetes_version = kubernetes_version
         self.release = kubernetes_release(kubernetes_version)
         self.node_pools: tuple[NodePool, ...] = tuple(node_pools)
-        self._addons: InferenceAddons | None = None
         self._pods_principal: iam.IPrincipal | None = None
         self._cluster_name_ref: str | None = None
 
@@ -244,9 +240,11 @@ class InferenceCluster(Construct):
             )
 
         # The same chart renders the namespace into k8s_manifests/, so both agree.
-        self.inference_namespace = self.cluster.add_cdk8s_chart(
-            "InferenceNamespace", NamespaceChart(cdk8s.App())
-        )
+        self._namespaces = {
+            INFERENCE_NAMESPACE: self.cluster.add_cdk8s_chart(
+                "InferenceNamespace", NamespaceChart(cdk8s.App())
+            )
+        }
 
         stack = Stack.of(self)
         CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
@@ -290,25 +288,15 @@ class InferenceCluster(Construct):
         """The managed node group of the pool called ``name``."""
         return self._pool_nodegroup(name).nodegroup
 
-    @property
-    def addons(self) -> InferenceAddons:
-        """The add-ons installed by :meth:`add_addons`."""
-        if self._addons is None:
-            raise RuntimeError("the cluster has no add-ons yet; call add_addons(model_bucket=...)")
-        return self._addons
-
-    def add_addons(self, *, model_bucket: ModelBucket) -> InferenceAddons:
-        """Install device plugins, KubeRay, Mountpoint for S3 and the Cluster Autoscaler.
-
-        The Mountpoint driver gets read access to ``model_bucket`` (by prefix, through
-        ``addons.mountpoint_role``). Call once.
-        """
-        from eks_inference.constructs.addons import InferenceAddons
-
-        if self._addons is not None:
-            raise RuntimeError("add_addons was already called on this cluster")
-        self._addons = InferenceAddons(self, "Addons", cluster=self, model_bucket=model_bucket)
-        return self._addons
+    def namespace(self, name: str) -> eks.KubernetesManifest:
+        """The manifest that creates namespace ``name``; objects in it depend on it."""
+        try:
+            return self._namespaces[name]
+        except KeyError:
+            raise KeyError(
+                f"namespace {name!r} is not created by this cluster; it creates "
+                f"{', '.join(self._namespaces)}"
+            ) from None
 
     def add_pod_identity(
         self,

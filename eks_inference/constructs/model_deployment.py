@@ -8,9 +8,8 @@ access to their own prefixes of the :class:`~eks_inference.constructs.ModelBucke
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from functools import cache
-from typing import Any
 
 import cdk8s
 from aws_cdk import AssetHashType, AssetStaging, Stack, Token
@@ -18,14 +17,16 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
 from eks_inference import names
-from eks_inference.artifacts import artifact_prefix
 from eks_inference.charts import (
     DeploymentChart,
+    MountedPrefix,
     RenderContext,
+    ServiceAccountNeed,
     compile_job_charts,
     deployment_charts,
+    needs_of,
 )
-from eks_inference.charts.mountpoint import mountpoint_volumes
+from eks_inference.constructs.addons import InferenceAddons
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.platform import Placement
@@ -35,9 +36,6 @@ from eks_inference.serve.image import (
     neuron_ray_image_hash,
 )
 from eks_inference.spec import ModelDeploymentSpec
-
-# API group of the KubeRay custom resources; objects in it need the operator's CRDs first.
-_KUBERAY_API_GROUP = "ray.io/"
 
 
 class NeuronRayImage(Construct):
@@ -92,32 +90,31 @@ class NeuronRayImage(Construct):
 class ModelDeployment(Construct):
     """One model server on an :class:`InferenceCluster`: its charts, applied, and its IAM.
 
-    Creates:
+    Everything it creates follows from the charts' record of what they need from the platform
+    (:class:`~eks_inference.charts.contract.PlatformNeeds`), never from the rendered objects:
 
     * one ``Custom::AWSCDK-EKS-KubernetesResource`` per chart of
       :func:`~eks_inference.charts.deployment_charts` (Mountpoint volumes, then the vLLM
       Deployment or the RayService) and, with ``neuron.run_compile_job``, of
       :func:`~eks_inference.charts.compile_job_charts` (the Neuron compile Job), in that
-      order (:attr:`charts`, :attr:`manifests`), each after what it needs: the
-      ``inference`` namespace; the Mountpoint add-on and its role's policy for charts with
-      PersistentVolumes; the KubeRay operator (its CRDs) for the RayService; the Pod Identity
-      association (and the role's policy) of every service account in the chart, since the
-      Pod Identity webhook gives credentials only to pods created after the association;
-    * for ``loader: runai_streamer`` (vLLM reads ``s3://`` itself): an IAM role for the
-      service account ``names.service_account_name(spec.name)`` in ``names.INFERENCE_NAMESPACE``,
-      given through Pod Identity, that can list and read the weights prefix and nothing else;
-    * for Mountpoint volumes: read access for the cluster's Mountpoint driver to exactly the
-      prefixes the charts mount (the weights prefix, and on Inferentia2 the
-      compiled-artifacts prefix), taken from the rendered volumes so IAM and PVs cannot
-      disagree. The driver's role lives with the cluster's add-ons; the serving pods get no
-      AWS credentials at all;
-    * on Inferentia2 with a compiled-artifacts prefix: an IAM role for the compile job's
-      service account ``names.compile_service_account_name(spec.name)`` that can upload to
-      this deployment's artifact key (:func:`~eks_inference.artifacts.artifact_prefix`) and
-      do nothing else. It is the only principal of the deployment that can write there, so
-      serving never modifies the artifacts it loads. It exists whether or not the Job is
-      applied here, since ``k8s_manifests/`` holds the Job for running by hand. Deployments
-      that compile the same graph share a key, and each one's compile role can write it;
+      order (:attr:`charts`, :attr:`manifests`), each after what it needs: the namespaces it
+      uses; the Mountpoint driver and its role's policy for charts with volumes; the add-on
+      that installs its custom resources (KubeRay for a RayService); the Pod Identity
+      association (and the role) of every identity its pods use, since the Pod Identity
+      webhook gives credentials only to pods created after the association;
+    * one IAM role per identity the charts' pods need, given through Pod Identity to exactly
+      that service account and granted exactly the prefixes recorded: for
+      ``loader: runai_streamer`` the servers read the weights prefix
+      (:attr:`server_identity`); on Inferentia2 with a compiled-artifacts prefix the compile
+      job's service account may write this deployment's artifact key and do nothing else
+      (:attr:`compile_identity`). It is the only principal of the deployment that can write
+      there, so serving never modifies the artifacts it loads, and it exists whether or not
+      the Job is applied here, since ``k8s_manifests/`` holds the Job for running by hand.
+      Deployments that compile the same graph share a key, and each one's compile role can
+      write it;
+    * read access for the cluster's Mountpoint driver to exactly the prefixes the volumes
+      mount (:attr:`mountpoint_prefixes`). The driver's role lives with the add-ons; the
+      serving pods of a Mountpoint deployment get no AWS credentials at all;
     * for a Neuron RayService: the Ray + Neuron image (:class:`NeuronRayImage`, once per stack).
 
     Charts are rendered under a fresh :class:`cdk8s.App` (cdk8s charts must never be created
@@ -134,10 +131,10 @@ class ModelDeployment(Construct):
     add-ons, Pod Identity agent) into a ``DependsOn`` of the nested stack's resource. The one
     grant that lands in the parent is the Mountpoint driver's, whose role is shared.
 
-    Attributes: :attr:`charts` and :attr:`manifests` (same order), :attr:`server_identity`
-    (Run:ai streamer deployments), :attr:`compile_identity` (Neuron deployments with compiled
-    artifacts), :attr:`mountpoint_prefixes` (granted to the Mountpoint driver),
-    :attr:`neuron_ray_image` (Neuron RayService deployments) and :attr:`region`.
+    Attributes: :attr:`charts` and :attr:`manifests` (same order), :attr:`needs` (of every
+    chart rendered, the compile job's included), :attr:`server_identity`,
+    :attr:`compile_identity`, :attr:`mountpoint_prefixes`, :attr:`neuron_ray_image` and
+    :attr:`region`.
     """
 
     def __init__(
@@ -146,6 +143,7 @@ class ModelDeployment(Construct):
         construct_id: str,
         *,
         cluster: InferenceCluster,
+        addons: InferenceAddons,
         bucket: ModelBucket,
         spec: ModelDeploymentSpec,
         placement: Placement,
@@ -153,7 +151,9 @@ class ModelDeployment(Construct):
     ) -> None:
         """Render, apply and authorize ``spec``.
 
-        :param cluster: the cluster, with its add-ons installed (``add_addons``).
+        :param cluster: the cluster.
+        :param addons: the cluster's add-ons (KubeRay, Mountpoint driver); the deployment's
+            manifests are applied after those they need.
         :param bucket: the model bucket holding the weights and compiled artifacts.
         :param spec: the deployment.
         :param placement: the node pools of its workers and (Ray) head; they must be pools of
@@ -184,74 +184,66 @@ class ModelDeployment(Construct):
             # that nothing would pull.
             neuron_ray_image=self.neuron_ray_image or "",
         )
-        charts = cdk8s.App()
-        self.charts: list[cdk8s.Chart] = deployment_charts(charts, spec, placement, context)
-        if spec.neuron_options.run_compile_job:
-            # After the volumes it mounts; serving pods wait for its completion marker.
-            self.charts += compile_job_charts(charts, spec, placement, context)
-
-        self.server_identity: PodIdentity | None = None
-        if spec.weights.loader == "runai_streamer":
-            self.server_identity = cluster.add_pod_identity(
-                "Server",
-                namespace=names.INFERENCE_NAMESPACE,
-                service_account=names.service_account_name(spec.name),
-                description=(
-                    f"Model servers of {spec.name} on EKS cluster {cluster.cluster_name}: "
-                    f"stream the weights under {spec.weights.prefix}"
-                ),
-                scope=self,
-            )
-            bucket.grant_read_prefix(self.server_identity.role, spec.weights.prefix)
-
-        self.compile_identity: PodIdentity | None = None
-        if spec.on_neuron and spec.neuron_options.compiled_artifacts_prefix is not None:
-            key = artifact_prefix(spec)
-            self.compile_identity = cluster.add_pod_identity(
-                "Compile",
-                namespace=names.INFERENCE_NAMESPACE,
-                service_account=names.compile_service_account_name(spec.name),
-                description=(
-                    f"Neuron compile job of {spec.name} on EKS cluster {cluster.cluster_name}: "
-                    f"the only writer of {key}"
-                ),
-                scope=self,
-            )
-            bucket.grant_write_prefix(self.compile_identity.role, key)
+        app = cdk8s.App()
+        serving = deployment_charts(app, spec, placement, context)
+        compile_job = compile_job_charts(app, spec, placement, context)
+        # After the volumes it mounts; serving pods wait for its completion marker.
+        self.charts: list[DeploymentChart] = serving + (
+            compile_job if spec.neuron_options.run_compile_job else []
+        )
+        self.needs = needs_of(serving + compile_job)
 
         identities = {
-            names.service_account_name(spec.name): self.server_identity,
-            names.compile_service_account_name(spec.name): self.compile_identity,
+            need.name: self._add_identity(cluster, bucket, need)
+            for need in self.needs.service_accounts
         }
-        addons = cluster.addons
+        self.server_identity = identities.get(names.service_account_name(spec.name))
+        self.compile_identity = identities.get(names.compile_service_account_name(spec.name))
+
         self.mountpoint_prefixes: tuple[str, ...] = ()
         self.manifests: list[eks.KubernetesManifest] = []
         for chart in self.charts:
-            objects: list[Mapping[str, Any]] = chart.to_json()
-            role = chart.role if isinstance(chart, DeploymentChart) else chart.node.id
             manifest = eks.KubernetesManifest(
-                self, role, cluster=cluster.eks_cluster, manifest=objects
+                self, chart.role, cluster=cluster.eks_cluster, manifest=chart.to_json()
             )
+            needs = chart.needs
             # Everything the manifest waits for, added in one call.
-            dependencies: list[IConstruct] = [cluster.inference_namespace]
+            dependencies: list[IConstruct] = [cluster.namespace(n) for n in needs.namespaces]
             if self.manifests:
                 # Apply order is list order: a server mounts the claims applied before it.
                 dependencies.append(self.manifests[-1])
-            prefixes = _mounted_prefixes(chart)
-            if prefixes:
-                for prefix in prefixes:
+            if needs.mounted_prefixes:
+                for prefix in _mounted_prefixes(chart.role, needs.mounted_prefixes):
                     addons.grant_mountpoint_read(prefix)
-                self.mountpoint_prefixes += prefixes
+                    self.mountpoint_prefixes += (prefix,)
                 # The driver must exist, and be able to read, before a volume is mounted.
-                dependencies += [addons.mountpoint_addon, addons.mountpoint_role]
-            if any(o["apiVersion"].startswith(_KUBERAY_API_GROUP) for o in objects):
-                dependencies.append(addons.kuberay_operator_chart)
-            for account in _service_accounts(objects):
-                identity = identities.get(account)
-                if identity is not None:
-                    dependencies += [identity.association, identity.role]
+                dependencies += addons.mountpoint_dependencies
+            dependencies += [addons.crd_installer(crd) for crd in needs.custom_resources]
+            for account in needs.service_accounts:
+                identity = identities[account.name]
+                dependencies += [identity.association, identity.role]
             manifest.node.add_dependency(*dependencies)
             self.manifests.append(manifest)
+
+    def _add_identity(
+        self, cluster: InferenceCluster, bucket: ModelBucket, need: ServiceAccountNeed
+    ) -> PodIdentity:
+        """A Pod Identity role for ``need``'s service account, granted exactly its prefixes."""
+        identity = cluster.add_pod_identity(
+            need.role.title(),
+            namespace=need.namespace,
+            service_account=need.name,
+            description=(
+                f"{need.pods} of {self.spec.name} on EKS cluster {cluster.cluster_name}: "
+                f"{need.purpose}"
+            ),
+            scope=self,
+        )
+        for prefix in need.reads:
+            bucket.grant_read_prefix(identity.role, prefix)
+        for prefix in need.writes:
+            bucket.grant_write_prefix(identity.role, prefix)
+        return identity
 
 
 def _literal_region(scope: Construct, region: str | None) -> str:
@@ -281,18 +273,12 @@ def _is_unresolved(value: str) -> bool:
     return Token.is_unresolved(value)
 
 
-def _mounted_prefixes(chart: cdk8s.Chart) -> tuple[str, ...]:
+def _mounted_prefixes(chart: str, volumes: Iterable[MountedPrefix]) -> tuple[str, ...]:
     """Bucket prefixes the Mountpoint volumes of ``chart`` mount, all of them read-only."""
-    volumes = mountpoint_volumes(chart)
     writable = [v.prefix for v in volumes if not v.read_only]
     if writable:
         raise ValueError(
-            f"chart {chart.node.id} mounts {writable} read-write; the Mountpoint driver is "
-            "only ever given read access, so writers upload with their own identity"
+            f"chart {chart} mounts {writable} read-write; the Mountpoint driver is only ever "
+            "given read access, so writers upload with their own identity"
         )
     return tuple(v.prefix for v in volumes)
-
-
-def _service_accounts(objects: Iterable[Mapping[str, Any]]) -> Sequence[str]:
-    """Names of the ServiceAccounts among ``objects``."""
-    return [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"]

@@ -54,6 +54,7 @@ class DeploymentStack(NestedStack):
         construct_id: str,
         *,
         cluster: InferenceCluster,
+        addons: InferenceAddons,
         bucket: ModelBucket,
         spec: ModelDeploymentSpec,
         placement: Placement,
@@ -68,6 +69,7 @@ class DeploymentStack(NestedStack):
             self,
             "Deployment",
             cluster=cluster,
+            addons=addons,
             bucket=bucket,
             spec=spec,
             placement=placement,
@@ -82,8 +84,9 @@ class InferenceStack(Stack):
     in ``k8s_manifests/`` and the template agree), the :class:`InferenceCluster` with one
     node group per pool, its :class:`InferenceAddons`, and for every deployment a
     :class:`DeploymentStack` holding its :class:`ModelDeployment` (:attr:`deployments`). The
-    Mountpoint driver is given read access to exactly the prefixes the deployments' Mountpoint
-    volumes mount; pods are configured with ``platform.region``.
+    stack composes them: each is handed what it depends on. The Mountpoint driver is given
+    read access to exactly the prefixes the deployments' Mountpoint volumes mount
+    (:attr:`mountpoint_prefixes`); pods are configured with ``platform.region``.
 
     The stack is environment-agnostic unless ``env`` is given; with an explicit region pass
     ``availability_zones`` too, so that no availability-zone lookup is needed at synth.
@@ -136,12 +139,16 @@ class InferenceStack(Stack):
             public_access_cidrs=public_access_cidrs,
             private_endpoint_only=private_endpoint_only,
         )
-        self.addons: InferenceAddons = self.cluster.add_addons(model_bucket=self.model_bucket)
+        # In the cluster's scope, so the add-ons' resources are named as the cluster's own.
+        self.addons = InferenceAddons(
+            self.cluster, "Addons", cluster=self.cluster, model_bucket=self.model_bucket
+        )
         self.deployments: dict[str, ModelDeployment] = {
             spec.name: DeploymentStack(
                 self,
                 f"Deployment-{spec.name}",
                 cluster=self.cluster,
+                addons=self.addons,
                 bucket=self.model_bucket,
                 spec=spec,
                 placement=platform.placement(spec),
@@ -149,6 +156,10 @@ class InferenceStack(Stack):
             ).deployment
             for spec in platform.deployments
         }
+        self.mountpoint_prefixes: tuple[str, ...] = tuple(
+            sorted({p for d in self.deployments.values() for p in d.mountpoint_prefixes})
+        )
+        """Bucket prefixes the Mountpoint driver may read: those the deployments' volumes mount."""
 
     @property
     def availability_zones(self) -> list[str]:
@@ -162,20 +173,3 @@ class InferenceStack(Stack):
             return list(self._zones)
         zones: list[str] = super().availability_zones
         return zones
-
-    @staticmethod
-    def mountpoint_prefixes(platform: PlatformSpec) -> list[str]:
-        """Bucket prefixes mounted through Mountpoint: weights, and compiled Neuron artifacts.
-
-        What the Mountpoint driver of ``platform`` can read; the grants themselves are made
-        by each :class:`ModelDeployment` from the volumes its charts render.
-        """
-        prefixes: list[str] = []
-        for deployment in platform.deployments:
-            if deployment.weights.loader != "mountpoint":
-                continue
-            prefixes.append(deployment.weights.prefix)
-            artifacts = deployment.neuron_options.compiled_artifacts_prefix
-            if deployment.on_neuron and artifacts:
-                prefixes.append(artifacts)
-        return sorted(set(prefixes))

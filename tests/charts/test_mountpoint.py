@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import cdk8s
 import kubernetes_validate
 import pytest
 
@@ -95,10 +94,7 @@ def test_cache_is_bounded(gib: float, expected: int) -> None:
 
 def test_read_write_variant_for_writers() -> None:
     """A job that writes artifacts gets ReadWriteMany, may overwrite, and owns the files."""
-    chart = cdk8s.Chart(cdk8s.App(), "compile")
     volume = MountpointVolume(
-        chart,
-        "artifacts",
         name="compile-artifacts",
         bucket_name=CONTEXT.bucket_name,
         region=CONTEXT.region,
@@ -109,7 +105,7 @@ def test_read_write_variant_for_writers() -> None:
         uid=1000,
         gid=100,
     )
-    pv, pvc = chart.to_json()
+    pv, pvc = volume.objects(labels={})
     assert pv["spec"]["accessModes"] == pvc["spec"]["accessModes"] == ["ReadWriteMany"]
     assert pv["spec"]["mountOptions"] == [
         "allow-other",
@@ -119,17 +115,15 @@ def test_read_write_variant_for_writers() -> None:
         "uid=1000",
         "gid=100",
     ]
-    assert pvc["spec"]["volumeName"] == volume.volume.name == pv["metadata"]["name"]
+    assert pvc["spec"]["volumeName"] == volume.volume_name == pv["metadata"]["name"]
     assert pvc["metadata"]["namespace"] == INFERENCE_NAMESPACE
     for obj in (pv, pvc):
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
 
 
 def test_prefix_must_end_with_a_slash() -> None:
-    with pytest.raises(ValueError, match="must end with '/'"):
+    with pytest.raises(ValueError, match="ending with '/'"):
         MountpointVolume(
-            cdk8s.Chart(cdk8s.App(), "c"),
-            "v",
             name="v",
             bucket_name="b",
             region="us-east-1",

@@ -20,6 +20,7 @@ from constructs import IConstruct
 from eks_inference import names
 from eks_inference.artifacts import artifact_prefix
 from eks_inference.constructs import (
+    InferenceAddons,
     InferenceCluster,
     ModelBucket,
     ModelDeployment,
@@ -278,11 +279,12 @@ def test_another_app_can_apply_deployments_in_its_own_stack(tmp_path: Path) -> N
         availability_zones=stack.availability_zones,
     )
     bucket = ModelBucket(stack, "Models")
-    cluster.add_addons(model_bucket=bucket)
+    addons = InferenceAddons(cluster, "Addons", cluster=cluster, model_bucket=bucket)
     streamer = ModelDeployment(
         stack,
         "Mistral",
         cluster=cluster,
+        addons=addons,
         bucket=bucket,
         spec=PLATFORM.deployment(STREAMER),
         placement=Placement(workers=gpu, head=system),
@@ -298,6 +300,7 @@ def test_another_app_can_apply_deployments_in_its_own_stack(tmp_path: Path) -> N
         stack,
         "Llama",
         cluster=cluster,
+        addons=addons,
         bucket=bucket,
         spec=compiling,
         placement=Placement(workers=inf2, head=system),
@@ -339,7 +342,9 @@ def test_another_app_can_apply_deployments_in_its_own_stack(tmp_path: Path) -> N
     assert [v for r in report["pluginReports"] for v in r.get("violations", [])] == []
 
 
-def _cluster_stack(region: str | None) -> tuple[Stack, InferenceCluster, ModelBucket, NodePool]:
+def _cluster_stack(
+    region: str | None,
+) -> tuple[Stack, InferenceCluster, InferenceAddons, ModelBucket, NodePool]:
     stack = (
         RegionalStack(App(), "Checks", env=Environment(region=region))
         if region
@@ -355,34 +360,42 @@ def _cluster_stack(region: str | None) -> tuple[Stack, InferenceCluster, ModelBu
         availability_zones=stack.availability_zones if region else None,
     )
     bucket = ModelBucket(stack, "Models")
-    cluster.add_addons(model_bucket=bucket)
-    return stack, cluster, bucket, gpu
+    addons = InferenceAddons(cluster, "Addons", cluster=cluster, model_bucket=bucket)
+    return stack, cluster, addons, bucket, gpu
 
 
 def test_region_must_be_literal_and_agree_with_the_stack() -> None:
     spec = PLATFORM.deployment(STREAMER)
-    stack, cluster, bucket, gpu = _cluster_stack(None)
+    stack, cluster, addons, bucket, gpu = _cluster_stack(None)
     placement = Placement(workers=gpu, head=cluster.system_pool)
     with pytest.raises(ValueError, match="needs a literal region"):
         ModelDeployment(
-            stack, "NoRegion", cluster=cluster, bucket=bucket, spec=spec, placement=placement
+            stack,
+            "NoRegion",
+            cluster=cluster,
+            addons=addons,
+            bucket=bucket,
+            spec=spec,
+            placement=placement,
         )
     with pytest.raises(ValueError, match="must be a literal string"):
         ModelDeployment(
             stack,
             "TokenRegion",
             cluster=cluster,
+            addons=addons,
             bucket=bucket,
             spec=spec,
             placement=placement,
             region=Token.as_string(stack.region),
         )
-    stack, cluster, bucket, gpu = _cluster_stack("eu-west-1")
+    stack, cluster, addons, bucket, gpu = _cluster_stack("eu-west-1")
     with pytest.raises(ValueError, match="differs from the stack's region 'eu-west-1'"):
         ModelDeployment(
             stack,
             "OtherRegion",
             cluster=cluster,
+            addons=addons,
             bucket=bucket,
             spec=spec,
             placement=Placement(workers=gpu, head=cluster.system_pool),
@@ -392,13 +405,14 @@ def test_region_must_be_literal_and_agree_with_the_stack() -> None:
 
 def test_placement_must_use_the_cluster_pools() -> None:
     spec = PLATFORM.deployment(STREAMER)
-    stack, cluster, bucket, _ = _cluster_stack("us-east-1")
+    stack, cluster, addons, bucket, _ = _cluster_stack("us-east-1")
     other = NodePool(name="gpu", instance_types=("g6e.2xlarge",), max_size=9)
     with pytest.raises(ValueError, match="differs from the cluster's pool of that name"):
         ModelDeployment(
             stack,
             "Elsewhere",
             cluster=cluster,
+            addons=addons,
             bucket=bucket,
             spec=spec,
             placement=Placement(workers=other, head=cluster.system_pool),

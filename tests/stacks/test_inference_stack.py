@@ -18,23 +18,24 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
-from eks_inference.constructs import InferenceCluster, ModelBucket
+from eks_inference.constructs import InferenceAddons, InferenceCluster, ModelBucket
 from eks_inference.node_pools import NodePool
 from eks_inference.platform import PlatformSpec
-from eks_inference.stacks import InferenceStack, build_app, register_nag
+from eks_inference.stacks import build_app, register_nag
 from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, cdk_context
 
 # `latest` as a tag or version, not as part of a word such as LatestVersionNumber.
 LATEST = re.compile(r"(?<![A-Za-z])latest(?![A-Za-z])")
 
 
-def test_mountpoint_prefixes_come_from_the_platform() -> None:
-    platform = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
-    assert InferenceStack.mountpoint_prefixes(platform) == [
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_mountpoint_prefixes_come_from_the_platform(reference: Synthesized) -> None:
+    assert reference.stack.mountpoint_prefixes == (
         "models/llama-3-8b/",
         "models/qwen2.5-7b/",
         "neuron-artifacts/",
-    ]
+    )
 
 
 def test_context_region_must_match_the_platform() -> None:
@@ -106,7 +107,7 @@ def test_another_app_can_bring_its_own_vpc(tmp_path: Path) -> None:
     bucket = ModelBucket(
         stack, "Models", encryption_key=kms.Key(stack, "ModelKey", enable_key_rotation=True)
     )
-    cluster.add_addons(model_bucket=bucket)
+    InferenceAddons(cluster, "Addons", cluster=cluster, model_bucket=bucket)
     compile_role = iam.Role(
         stack, "CompileJob", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com")
     )

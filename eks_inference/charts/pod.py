@@ -1,0 +1,168 @@
+"""The one way to build a pod: containers, resources, security, probes, volumes and placement.
+
+The vLLM Deployment, the RayService head and workers and the Neuron compile Job are all built
+from these functions, as plain Kubernetes JSON (``dict``), so a decision such as "requests equal
+limits" or "the artifacts gate checks one file" is written once and every pod gets it the same
+way. Nothing here calls into cdk8s: building a pod costs no round trip to Node.js.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from eks_inference import names
+from eks_inference.charts.common import (
+    ARTIFACTS_GATE_CONTAINER,
+    ARTIFACTS_GATE_CPU_MILLIS,
+    ARTIFACTS_GATE_MEMORY_MIB,
+    ARTIFACTS_MOUNT_PATH,
+    ARTIFACTS_ROLE,
+    RAY_GID,
+    RAY_UID,
+    artifacts_gate_command,
+)
+from eks_inference.node_pools import NodePool
+from eks_inference.spec import ModelDeploymentSpec
+
+Json = dict[str, Any]
+"""A Kubernetes object or part of one, as the API's JSON."""
+
+# The images of vLLM, of the Neuron DLC and of the AWS CLI run as root: their Python
+# environments are installed for root and they define no other user, so the kubelet would
+# refuse `runAsNonRoot`. Nothing else is allowed: no privileges, no escalation, and a
+# read-only root filesystem with emptyDirs wherever the process writes.
+ROOT_IMAGE_SECURITY: Json = {
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": False,
+}
+ROOT_IMAGE_POD_SECURITY: Json = {"runAsNonRoot": False}
+# Ray needs no privileges or capabilities. The root filesystem stays writable: Ray writes
+# sessions, logs and spilled objects under /tmp/ray and runtime files under its home, all
+# owned by the image's user.
+RAY_SECURITY: Json = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "runAsUser": RAY_UID,
+    "runAsGroup": RAY_GID,
+}
+# Pod-level identity of Ray pods: files on emptyDirs are group-owned by the Ray user's group.
+RAY_POD_SECURITY: Json = {
+    "runAsNonRoot": True,
+    "runAsUser": RAY_UID,
+    "runAsGroup": RAY_GID,
+    "fsGroup": RAY_GID,
+}
+# Tags are pinned and inference images are tens of GiB: pull only what the node lacks.
+PULL_IF_NOT_PRESENT = "IfNotPresent"
+
+
+def resources(
+    amounts: Mapping[str, str], *, requested_only: Mapping[str, str] | None = None
+) -> Json:
+    """Requests equal to limits (Guaranteed QoS), plus amounts that are only requested.
+
+    A model server or compile the kubelet evicted or throttled under pressure would lose
+    minutes to hours of loading; Guaranteed pods are evicted last. KubeRay also reads Ray's
+    CPU, memory, GPU and ``neuron_cores`` counts from the limits. ``requested_only`` amounts
+    (ephemeral storage) reserve capacity without a limit.
+    """
+    return {
+        "requests": {**amounts, **(requested_only or {})},
+        "limits": dict(amounts),
+    }
+
+
+def accelerator_resource(spec: ModelDeploymentSpec) -> dict[str, str]:
+    """The device-plugin resource of one replica: TP NeuronCores or TP GPUs."""
+    resource = names.NEURONCORE_RESOURCE if spec.on_neuron else names.NVIDIA_GPU_RESOURCE
+    return {resource: str(spec.tensor_parallel_size)}
+
+
+def env(values: Mapping[str, str]) -> list[Json]:
+    """Environment variables in the order given."""
+    return [{"name": name, "value": value} for name, value in values.items()]
+
+
+def http_probe(
+    path: str, *, port: int, period_seconds: int, timeout_seconds: int, failure_threshold: int
+) -> Json:
+    """An HTTP GET probe."""
+    return {
+        "failureThreshold": failure_threshold,
+        "httpGet": {"path": path, "port": port, "scheme": "HTTP"},
+        "periodSeconds": period_seconds,
+        "timeoutSeconds": timeout_seconds,
+    }
+
+
+def mount(volume: str, path: str, *, read_only: bool = False) -> Json:
+    """A volume mount; read-only mounts say so."""
+    mounted: Json = {"name": volume, "mountPath": path}
+    if read_only:
+        mounted["readOnly"] = True
+    return mounted
+
+
+def empty_dir(name: str, size: str, *, in_memory: bool = False) -> Json:
+    """An emptyDir bounded to ``size``: a runaway cache is evicted, never fills the node."""
+    source: Json = {"medium": "Memory"} if in_memory else {}
+    source["sizeLimit"] = size
+    return {"name": name, "emptyDir": source}
+
+
+def claim_volume(name: str, claim_name: str) -> Json:
+    """A read-only volume of the PersistentVolumeClaim ``claim_name``."""
+    return {"name": name, "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True}}
+
+
+def config_map_volume(name: str, config_map: str, files: Sequence[str]) -> Json:
+    """A volume holding ``files`` of the ConfigMap ``config_map``, each under its own key."""
+    return {
+        "name": name,
+        "configMap": {"name": config_map, "items": [{"key": f, "path": f} for f in files]},
+    }
+
+
+def placement(pool: NodePool, spec: ModelDeploymentSpec | None = None) -> Json:
+    """Node selector and tolerations of ``pool``; for an accelerator pod, its scheduler.
+
+    The selector and tolerations are the pool's own (the labels its nodes carry, exactly the
+    taints they have), so a pod cannot select a label no node has. A Neuron pod that takes
+    part of a node's cores (``spec`` given, TP below the node's cores) goes to the Neuron
+    scheduler extension, which assigns contiguous cores as tensor parallelism over
+    NeuronLink needs.
+    """
+    placed: Json = {"nodeSelector": pool.node_selector()}
+    if pool.taints:
+        placed["tolerations"] = pool.tolerations()
+    if spec is not None and spec.on_neuron and spec.tensor_parallel_size < spec.instance.cores:
+        placed["schedulerName"] = names.NEURON_SCHEDULER_NAME
+    return placed
+
+
+def artifacts_gate(
+    spec: ModelDeploymentSpec, *, image: str, bucket_name: str, security: Json
+) -> Json:
+    """The init container that holds a Neuron server until its compiled artifacts are whole.
+
+    Without it, a server whose compile job has not finished (or failed half-way) would find
+    a partial set, fail to load it and, unable to write to the read-only artifacts volume,
+    never serve. It only tests for one file (:func:`artifacts_gate_command`), so it gets a
+    fixed sliver of CPU and memory (requests equal limits keep the pod Guaranteed); it runs
+    the server's own image, which the node pulls anyway, as the server's user.
+    """
+    return {
+        "name": ARTIFACTS_GATE_CONTAINER,
+        "image": image,
+        "imagePullPolicy": PULL_IF_NOT_PRESENT,
+        "command": artifacts_gate_command(spec, bucket_name=bucket_name),
+        "resources": resources(
+            {"cpu": f"{ARTIFACTS_GATE_CPU_MILLIS}m", "memory": f"{ARTIFACTS_GATE_MEMORY_MIB}Mi"}
+        ),
+        "securityContext": dict(security),
+        "volumeMounts": [mount(ARTIFACTS_ROLE, ARTIFACTS_MOUNT_PATH, read_only=True)],
+    }

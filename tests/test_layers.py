@@ -1,0 +1,95 @@
+"""The package's layers, checked from its imports: data flows one way, and nothing is circular.
+
+Spec and catalog (pure Python) -> charts (cdk8s) -> constructs (aws-cdk) -> stacks. A module
+may import its own layer or those below it, never one above; the CLI stands beside the
+constructs and never loads aws-cdk; and no two modules import each other, directly or
+through others. Imports are read from the source (type-checking imports included), so the
+check costs no import of the package.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "eks_inference"
+# Layer of each subpackage; modules at the top of the package are the spec layer.
+LAYERS = {"charts": 2, "constructs": 3, "stacks": 4, "cli": 3}
+SPEC_LAYER = 1
+# The package's own __init__ re-exports every layer (the constructs lazily) for users.
+ENTRY_POINTS = {"eks_inference", "eks_inference.__main__"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(module: str) -> set[str]:
+    """Project modules that ``module`` imports (``from pkg import submodule`` as the submodule)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in MODULES else node.module)
+    return {name for name in found if name in MODULES and name != module}
+
+
+GRAPH = {module: _imports(module) for module in MODULES}
+
+
+def layer(module: str) -> int:
+    parts = module.split(".")
+    return LAYERS.get(parts[1], SPEC_LAYER) if len(parts) > 1 else SPEC_LAYER
+
+
+def test_the_graph_is_read() -> None:
+    assert "eks_inference.charts.pod" in GRAPH["eks_inference.charts.vllm"]
+    assert "eks_inference.constructs.cluster" in GRAPH["eks_inference.constructs.addons"]
+    assert layer("eks_inference.spec") < layer("eks_inference.charts.vllm")
+    assert layer("eks_inference.charts.vllm") < layer("eks_inference.constructs.addons")
+
+
+@pytest.mark.parametrize("module", sorted(set(MODULES) - ENTRY_POINTS))
+def test_no_module_imports_a_layer_above_it(module: str) -> None:
+    above = sorted(i for i in GRAPH[module] if layer(i) > layer(module))
+    assert not above, f"{module} (layer {layer(module)}) imports {above}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("eks_inference.cli")))
+def test_the_cli_never_loads_aws_cdk(module: str) -> None:
+    loaded = {i for i in GRAPH[module] if i.split(".")[1:2] in (["constructs"], ["stacks"])}
+    assert not loaded, f"{module} imports {sorted(loaded)}"
+
+
+def test_no_import_cycles() -> None:
+    """Depth-first search for a back edge; the cycle found is reported whole."""
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = "open"
+        path.append(module)
+        for imported in sorted(GRAPH[module]):
+            if imported in ENTRY_POINTS or module in ENTRY_POINTS:
+                continue
+            if state.get(imported) == "open":
+                return [*path[path.index(imported) :], imported]
+            if imported not in state and (cycle := visit(imported)):
+                return cycle
+        path.pop()
+        state[module] = "done"
+        return None
+
+    for module in sorted(MODULES):
+        if module not in state and (cycle := visit(module)):
+            pytest.fail("import cycle: " + " -> ".join(cycle))
