@@ -23,6 +23,7 @@ from eks_inference.spec import (
 
 if TYPE_CHECKING:
     from eks_inference.constructs import (
+        InferenceAddons,
         InferenceCluster,
         ModelBucket,
         ModelDeployment,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from eks_inference.stacks import InferenceStack
 
 _LAZY = {
+    "InferenceAddons": "eks_inference.constructs",
     "InferenceCluster": "eks_inference.constructs",
     "ModelBucket": "eks_inference.constructs",
     "ModelDeployment": "eks_inference.constructs",
@@ -45,6 +47,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "InferenceAddons",
     "InferenceCluster",
     "InferenceStack",
     "Limits",
