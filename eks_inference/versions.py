@@ -44,7 +44,12 @@ NVIDIA_DEVICE_PLUGIN_CHART = HelmChartVersion(
 
 # Images. The GPU and Neuron stacks are pinned separately: Inferentia2 is served by a legacy
 # Neuron stack (vLLM 0.16 + vllm-neuron, NxD Inference) whose images trail the GPU ones.
-VLLM_GPU_IMAGE = "vllm/vllm-openai:v0.30.0"
+# One vLLM on GPUs: `ray[llm]==2.60.0` pins vLLM 0.29.0, which the Ray LLM image ships, so
+# the standalone image is pinned to the same release rather than the newer 0.30.0. Both GPU
+# engines then parse the same engine arguments, and a spec serves identically on either.
+# Its CUDA 12.8 build runs on the AL2023 NVIDIA AMI's 580 driver, as the Ray LLM image does.
+GPU_VLLM_VERSION = "0.29.0"
+VLLM_GPU_IMAGE = f"vllm/vllm-openai:v{GPU_VLLM_VERSION}"
 RAY_LLM_GPU_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py311-cu128"
 NEURON_VLLM_IMAGE = (
     "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:"

@@ -111,7 +111,7 @@ if [ -f "$COMPLETION_MARKER" ]; then
 fi
 mkdir -p "$NEURON_COMPILED_ARTIFACTS"
 echo "compiling for $ARTIFACT_URI into $NEURON_COMPILED_ARTIFACTS"
-python3 -m vllm.entrypoints.openai.api_server "$@" &
+vllm serve "$@" &
 server=$!
 until python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \
     "$HEALTH_URL" 2>/dev/null; do

@@ -14,6 +14,9 @@ from eks_inference.artifacts import override_neuron_config
 from eks_inference.charts.common import MODEL_MOUNT_PATH, OPENAI_PORT
 from eks_inference.spec import ModelDeploymentSpec
 
+# The OpenAI server's supported entry point (0.16 on Neuron, 0.29 on GPUs); the model is its
+# positional argument, since `--model` is deprecated there.
+VLLM_SERVE_COMMAND = ("vllm", "serve")
 # Flags vLLM removed; rendering them would stop the server at argument parsing.
 REMOVED_VLLM_FLAGS = frozenset({"--device", "--disable-log-requests"})
 # Run:ai streamer: 16 concurrent range reads saturate an S3 prefix's bandwidth on the
@@ -43,10 +46,11 @@ def neuron_additional_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
 
 
 def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str]:
-    """Arguments of ``python3 -m vllm.entrypoints.openai.api_server`` for ``spec``.
+    """Arguments of ``vllm serve`` (:data:`VLLM_SERVE_COMMAND`) for ``spec``.
 
-    The model is read from ``s3://<bucket>/<prefix>`` by the Run:ai streamer, or from the
-    Mountpoint volume at :data:`MODEL_MOUNT_PATH`; clients name it by its Hugging Face id.
+    The first, positional, is the model: read from ``s3://<bucket>/<prefix>`` by the Run:ai
+    streamer, or from the Mountpoint volume at :data:`MODEL_MOUNT_PATH`; clients name it by its
+    Hugging Face id.
 
     On Neuron the compiled graph fixes the batch (``max_num_seqs``) and the plugin forces the
     KV block size to ``max_model_len`` when prefix caching is off, so prefix caching is
@@ -59,7 +63,6 @@ def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str
     streamed = spec.weights.loader == "runai_streamer"
     model = f"s3://{bucket_name}/{spec.weights.prefix}" if streamed else MODEL_MOUNT_PATH
     args = [
-        "--model",
         model,
         "--served-model-name",
         spec.model.id,

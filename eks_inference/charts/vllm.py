@@ -247,8 +247,7 @@ def _pod(
         "name": CONTAINER_NAME,
         "image": image,
         "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
-        # The API server module accepts --model; `vllm serve` deprecates it.
-        "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        "command": list(engine.VLLM_SERVE_COMMAND),
         "args": engine.vllm_server_args(spec, bucket_name=context.bucket_name),
         "ports": [{"containerPort": OPENAI_PORT}],
         "env": pod.env(server_environment(spec, context)),

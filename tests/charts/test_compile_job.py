@@ -3,7 +3,7 @@
 The agreement tests render one shape as both a standalone vLLM deployment and a RayService and
 compare the compile job with each server object by object, from the rendered manifests alone.
 The script tests run the rendered shell scripts under bash with stand-ins for ``aws`` and
-``python3`` on PATH, so the marker-last and fail-closed behaviour is exercised, not only read.
+``vllm`` and ``python3`` on PATH, so the marker-last and fail-closed behaviour is exercised, not only read.
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def test_compile_job_agrees_with_the_neuron_ray_service(both_engines: Rendered) 
     assert args["block_size"] == args["max_model_len"]
     assert "--no-enable-prefix-caching" in flags
     assert flags["--num-gpu-blocks-override"] == str(args["max_num_seqs"])
-    assert flags["--model"] == args["model"] == MODEL_MOUNT_PATH
+    assert job.compile["args"][0] == args["model"] == MODEL_MOUNT_PATH
     # The Ray workers' image is built on the image the job compiles with.
     assert job.compile["image"] == neuron_ray_build_args()["BASE_IMAGE"] == NEURON_VLLM_IMAGE
 
@@ -486,24 +486,25 @@ echo "$*" >> "$FAKE_STATE/aws.log"
 if [ "$3" = "-" ]; then cat > "$FAKE_STATE/marker-body"; fi
 if [ -n "${FAIL_ON:-}" ] && [[ "$*" == *"$FAIL_ON"* ]]; then exit 1; fi
 """
-# `python3 -m vllm...` is the server: FAKE_VLLM picks whether it compiles, crashes, comes up
-# without artifacts or compiles but ignores SIGTERM. `python3 -c ... URL` is the health check:
-# healthy once the server said so.
-FAKE_PYTHON = """#!/bin/bash
-if [ "$1" = "-m" ]; then
-  printf '%s\\n' "${@:3}" > "$FAKE_STATE/server-args"
-  case "$FAKE_VLLM" in
-    crash) exit 3 ;;
-    compile | hang) echo graph > "$NEURON_COMPILED_ARTIFACTS/model.pt" ;;
-  esac
-  if [ "$FAKE_VLLM" = hang ]; then
-    trap '' TERM
-  else
-    trap 'touch "$FAKE_STATE/stopped"; exit 0' TERM
-  fi
-  touch "$FAKE_STATE/healthy"
-  while true; do sleep 0.05; done
+# `vllm serve ...` is the server: FAKE_VLLM picks whether it compiles, crashes, comes up
+# without artifacts or compiles but ignores SIGTERM.
+FAKE_VLLM_SERVER = """#!/bin/bash
+[ "$1" = serve ] || exit 2
+printf '%s\\n' "${@:2}" > "$FAKE_STATE/server-args"
+case "$FAKE_VLLM" in
+  crash) exit 3 ;;
+  compile | hang) echo graph > "$NEURON_COMPILED_ARTIFACTS/model.pt" ;;
+esac
+if [ "$FAKE_VLLM" = hang ]; then
+  trap '' TERM
+else
+  trap 'touch "$FAKE_STATE/stopped"; exit 0' TERM
 fi
+touch "$FAKE_STATE/healthy"
+while true; do sleep 0.05; done
+"""
+# `python3 -c ... URL` is the health check: healthy once the server said so.
+FAKE_PYTHON = """#!/bin/bash
 [ -f "$FAKE_STATE/healthy" ]
 """
 
@@ -526,6 +527,7 @@ def _run(script: list[str], env: dict[str, str], tmp_path: Path, **extra: str) -
     for folder in (bin_dir, state):
         folder.mkdir(exist_ok=True)
     _executable(bin_dir / "aws", FAKE_AWS)
+    _executable(bin_dir / "vllm", FAKE_VLLM_SERVER)
     _executable(bin_dir / "python3", FAKE_PYTHON)
     local = {
         LOCAL_ARTIFACTS_PATH: str(tmp_path / "out" / "artifacts"),

@@ -46,7 +46,8 @@ def test_flags_come_from_the_spec(rendered: Rendered) -> None:
         assert flags["--host"] == "0.0.0.0"
         assert not set(flags) & REMOVED_VLLM_FLAGS
         assert "--quantization" not in flags
-        assert pod.server["command"] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+        assert pod.server["command"] == ["vllm", "serve"]
+        assert "--model" not in flags
 
 
 def test_gpu_flags(rendered: Rendered) -> None:
@@ -97,7 +98,7 @@ def test_runai_streamer_reads_s3_without_a_volume(reference: Rendered) -> None:
     for pod in streamed:
         spec = pod.deployment
         flags = _flags(pod.server["args"])
-        assert flags["--model"] == f"s3://{CONTEXT.bucket_name}/{spec.weights.prefix}"
+        assert pod.server["args"][0] == f"s3://{CONTEXT.bucket_name}/{spec.weights.prefix}"
         assert flags["--load-format"] == "runai_streamer"
         assert json.loads(flags["--model-loader-extra-config"] or "") == {"concurrency": 16}
         assert not [v for v in pod.spec["volumes"] if "persistentVolumeClaim" in v]
@@ -111,7 +112,7 @@ def test_mountpoint_weights_are_mounted_read_only(rendered: Rendered) -> None:
         if spec.weights.loader != "mountpoint":
             continue
         flags = _flags(pod.server["args"])
-        assert flags["--model"] == MODEL_MOUNT_PATH
+        assert pod.server["args"][0] == MODEL_MOUNT_PATH
         assert "--load-format" not in flags
         mount = pod.mounts()[MODEL_MOUNT_PATH]
         assert mount["readOnly"] is True
