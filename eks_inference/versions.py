@@ -122,6 +122,9 @@ KUBERAY_OPERATOR_IMAGE_TAG = f"v{KUBERAY_OPERATOR_CHART.version}"
 # with 1.33 to 1.35 (unverified here: no AWS API is reachable at build time).
 EKS_POD_IDENTITY_AGENT_ADDON_VERSION = "v1.3.10-eksbuild.3"
 MOUNTPOINT_S3_CSI_ADDON_VERSION = "v2.7.0-eksbuild.1"
+# The VPC CNI, managed as an add-on so that its role comes through Pod Identity rather than
+# the node role (unverified here, like the two above).
+VPC_CNI_ADDON_VERSION = "v1.21.1-eksbuild.1"
 
 # AWS CLI v2 for the Neuron compile job's upload step: the official image, from ECR Public
 # rather than Docker Hub (no anonymous pull rate limit). EKS Pod Identity credentials need

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 import cdk8s
 
+from eks_inference.artifacts import artifact_prefix
 from eks_inference.charts.common import (
     ARTIFACTS_ROLE,
     RAY_GID,
@@ -23,6 +24,7 @@ from eks_inference.charts.common import (
     DeploymentChart,
     ObjectsChart,
     RenderContext,
+    artifact_key_digest,
     chart_id,
     weights_gib,
 )
@@ -57,7 +59,7 @@ def deployment_charts(
     - ``<name>-model-weights``: the Mountpoint volume of the weights prefix, unless standalone
       vLLM streams the weights from S3 (``loader: runai_streamer``).
     - ``<name>-neuron-artifacts``: on Inferentia2 with a compiled-artifacts prefix, the
-      Mountpoint volume of that prefix (the pods select their key below it).
+      Mountpoint volume of exactly the deployment's artifact key.
     - ``<name>-vllm`` or ``<name>-rayservice``: the model server, depending on the engine.
 
     The server chart depends on the volume charts (``add_dependency``), so an app that
@@ -68,7 +70,9 @@ def deployment_charts(
     ray = spec.engine == "rayservice"
     cache_gib = cache_size_gib(weights_gib(spec))
 
-    def volume_chart(role: str, prefix: str, metadata_ttl: str) -> MountpointVolumeChart:
+    def volume_chart(
+        role: str, prefix: str, metadata_ttl: str, version: str | None = None
+    ) -> MountpointVolumeChart:
         volume = deployment_volume(
             spec,
             role,
@@ -79,6 +83,7 @@ def deployment_charts(
             metadata_ttl=metadata_ttl,
             uid=RAY_UID if ray else None,
             gid=RAY_GID if ray else None,
+            version=version,
         )
         return MountpointVolumeChart(app, spec, role, volume)
 
@@ -89,9 +94,15 @@ def deployment_charts(
         volumes.append(weights_chart)
         weights = weights_chart.volume
     artifacts: MountpointVolume | None = None
-    artifacts_prefix = spec.compiled_artifacts_prefix
-    if artifacts_prefix is not None:
-        artifacts_chart = volume_chart(ARTIFACTS_ROLE, artifacts_prefix, _ARTIFACTS_METADATA_TTL)
+    if spec.has_compiled_artifacts:
+        # Exactly the deployment's key: the Mountpoint driver reads no other artifact set,
+        # and a new key (a change of shape) is a new volume the pods roll onto.
+        artifacts_chart = volume_chart(
+            ARTIFACTS_ROLE,
+            artifact_prefix(spec),
+            _ARTIFACTS_METADATA_TTL,
+            version=artifact_key_digest(spec),
+        )
         volumes.append(artifacts_chart)
         artifacts = artifacts_chart.volume
 

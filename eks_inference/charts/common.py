@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,8 +20,17 @@ import cdk8s
 import yaml
 from constructs import Construct
 
-from eks_inference import artifacts, sizing
+from eks_inference import artifacts
 from eks_inference.charts.contract import PlatformNeeds
+
+# The load budget lives in the spec layer (the autoscaler, the alerts and the CLI's plan read it
+# without cdk8s); charts keep importing it from here.
+from eks_inference.load_budget import NODE_AND_IMAGE_SECONDS as NODE_AND_IMAGE_SECONDS
+from eks_inference.load_budget import compile_seconds as compile_seconds
+from eks_inference.load_budget import compiles_at_startup as compiles_at_startup
+from eks_inference.load_budget import model_load_seconds as model_load_seconds
+from eks_inference.load_budget import rollout_seconds as rollout_seconds
+from eks_inference.load_budget import weights_gib as weights_gib
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec import ModelDeploymentSpec
 
@@ -54,21 +62,6 @@ RAY_GID = 100
 PART_OF = "eks-inference"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
-
-# Model load budget: what a model server may take from container start to a healthy engine.
-# The base covers engine start, graph capture or Neuron model load and warm-up: minutes on a
-# GPU, longer on Neuron, where loading the compiled model and sharding the weights onto the
-# cores takes most of it. Reading the weights is budgeted at a pessimistic 170 MiB/s (6 s per
-# GiB) through Mountpoint or the Run:ai streamer. Compiling in the pod (development only)
-# takes about 15 minutes for 15 GB of weights: budget twice that, at least 30 minutes.
-_LOAD_BASE_SECONDS_GPU = 600
-_LOAD_BASE_SECONDS_NEURON = 1200
-_LOAD_SECONDS_PER_WEIGHT_GIB = 6
-_COMPILE_SECONDS_PER_WEIGHT_GIB = 120
-_COMPILE_MIN_SECONDS = 1800
-# Before a model can load at all, a node may have to be launched from zero (3-5 minutes) and
-# a 10-20 GiB inference image pulled onto it (5-10 minutes).
-NODE_AND_IMAGE_SECONDS = 900
 
 # The init container that keeps a Neuron model server from starting on an incomplete artifact
 # set. It only tests for one file, so it gets a fixed sliver of CPU and memory (requests equal
@@ -208,58 +201,15 @@ class DeploymentChart(ObjectsChart):
         self.deployment_name = spec.name
 
 
-def weights_gib(spec: ModelDeploymentSpec) -> float:
-    """Size of the weights in GiB at the model's dtype."""
-    return sizing.gib(sizing.weight_bytes(spec.model.architecture))
-
-
-def compiles_at_startup(spec: ModelDeploymentSpec) -> bool:
-    """True when a Neuron pod has no compiled artifacts to load and compiles itself."""
-    return spec.on_neuron and not spec.has_compiled_artifacts
-
-
-def _compile_budget(spec: ModelDeploymentSpec) -> float:
-    return max(_COMPILE_MIN_SECONDS, weights_gib(spec) * _COMPILE_SECONDS_PER_WEIGHT_GIB)
-
-
-def compile_seconds(spec: ModelDeploymentSpec) -> int:
-    """Seconds budgeted for compiling ``spec``'s model for Neuron (twice the usual time)."""
-    return math.ceil(_compile_budget(spec))
-
-
-def model_load_seconds(spec: ModelDeploymentSpec) -> int:
-    """Seconds a model server may take from container start to a healthy engine.
-
-    Sizes the startup probe of vLLM pods and, with node and image time added, the Ray
-    Service's initializing timeout. See the constants above for where each part comes from.
-    """
-    gib = weights_gib(spec)
-    base = _LOAD_BASE_SECONDS_NEURON if spec.on_neuron else _LOAD_BASE_SECONDS_GPU
-    seconds = base + gib * _LOAD_SECONDS_PER_WEIGHT_GIB
-    if compiles_at_startup(spec):
-        seconds += _compile_budget(spec)
-    return math.ceil(seconds)
-
-
-def rollout_seconds(spec: ModelDeploymentSpec) -> int:
-    """Seconds from creating a replica to it serving: node launch, image pull, model load."""
-    return NODE_AND_IMAGE_SECONDS + model_load_seconds(spec)
-
-
 def compiled_artifacts_path(spec: ModelDeploymentSpec) -> str:
     """``NEURON_COMPILED_ARTIFACTS`` for a Neuron pod of ``spec``.
 
-    With a compiled-artifacts prefix, the artifacts volume mounts that prefix at
-    :data:`ARTIFACTS_MOUNT_PATH` and this is the mount path plus the deployment's key below
-    it (:func:`eks_inference.artifacts.artifact_prefix`). Mounting the stable root prefix and
-    selecting the key in the environment means a change of shape (a new key) rolls the pods
-    without replacing the PersistentVolume. Without a prefix, a scratch directory.
+    With compiled artifacts, the artifacts volume mounts exactly the deployment's key
+    (:func:`eks_inference.artifacts.artifact_prefix`) at :data:`ARTIFACTS_MOUNT_PATH`, so the
+    Mountpoint driver reads that key and nothing else of the artifacts tree. Without them
+    (compiling at start-up, development only), a scratch directory.
     """
-    root = spec.compiled_artifacts_prefix
-    if root is None:
-        return SCRATCH_COMPILED_ARTIFACTS_PATH
-    key = artifacts.artifact_prefix(spec).removeprefix(root).rstrip("/")
-    return f"{ARTIFACTS_MOUNT_PATH}/{key}"
+    return ARTIFACTS_MOUNT_PATH if spec.has_compiled_artifacts else SCRATCH_COMPILED_ARTIFACTS_PATH
 
 
 def gates_on_compiled_artifacts(spec: ModelDeploymentSpec) -> bool:
@@ -279,15 +229,19 @@ def compile_job_name(spec: ModelDeploymentSpec) -> str:
     new key), while re-applying an unchanged deployment is a no-op. At most 40 + 17
     characters, within the 63 that the Job controller's ``job-name`` pod label allows.
     """
-    digest = hashlib.sha256(artifacts.artifact_prefix(spec).encode()).hexdigest()[:8]
-    return f"{spec.name}-compile-{digest}"
+    return f"{spec.name}-compile-{artifact_key_digest(spec)}"
+
+
+def artifact_key_digest(spec: ModelDeploymentSpec) -> str:
+    """Eight hex digits of the hash of ``spec``'s artifact key: names that change with it."""
+    return hashlib.sha256(artifacts.artifact_prefix(spec).encode()).hexdigest()[:8]
 
 
 def completion_marker_path(spec: ModelDeploymentSpec) -> str:
     """Where the completion marker of ``spec``'s artifacts appears inside a serving pod.
 
-    The artifacts volume mounts the compiled-artifacts prefix at :data:`ARTIFACTS_MOUNT_PATH`,
-    so the marker key (:func:`eks_inference.artifacts.completion_marker_key`) is this file.
+    The artifacts volume mounts the artifact key at :data:`ARTIFACTS_MOUNT_PATH`, so the
+    marker key (:func:`eks_inference.artifacts.completion_marker_key`) is this file.
     """
     return f"{compiled_artifacts_path(spec)}/{artifacts.COMPLETION_MARKER_NAME}"
 

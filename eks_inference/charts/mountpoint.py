@@ -168,10 +168,16 @@ def deployment_volume(
     metadata_ttl: str | None = "indefinite",
     uid: int | None = None,
     gid: int | None = None,
+    version: str | None = None,
 ) -> MountpointVolume:
-    """The Mountpoint volume ``role`` of ``spec``: claim ``<deployment>-<role>``."""
+    """The Mountpoint volume ``role`` of ``spec``: claim ``<deployment>-<role>[-<version>]``.
+
+    A ``version`` in the name makes a volume whose prefix changes a new volume: a
+    PersistentVolume's source cannot change in place, and pods roll onto the new claim.
+    """
+    name = chart_id(spec.name, role)
     return MountpointVolume(
-        name=chart_id(spec.name, role),
+        name=f"{name}-{version}" if version else name,
         bucket_name=bucket_name,
         region=region,
         prefix=prefix,

@@ -35,11 +35,14 @@ from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.node_pools import NodePool
 
+# The VPC CNI's policy is not among them: the CNI gets it through Pod Identity, so that no
+# pod on a node holds the permission to rewire the VPC's network interfaces.
 _NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
     "AmazonEC2ContainerRegistryReadOnly",
 )
+_VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
+_VPC_CNI_SERVICE_ACCOUNT = "aws-node"
 _PRIVATE_SUBNET_CIDR_MASK = 18
 _PUBLIC_SUBNET_CIDR_MASK = 24
 _VPC_CIDR = "10.0.0.0/16"
@@ -107,11 +110,12 @@ class InferenceCluster(Construct):
       that deployments depend on (:meth:`namespace`);
     * outputs with the cluster name and the ``aws eks update-kubeconfig`` command.
 
-    The API endpoint is public and private by default so that an operator can run kubectl
-    from outside the VPC; pass ``public_access_cidrs`` to restrict the public endpoint to
-    known networks, or ``private_endpoint_only=True`` to close it (the kubectl provider runs
-    inside the VPC either way). ``admin_role_arn`` gets ``AmazonEKSClusterAdminPolicy``; the
-    role that deploys the stack gets no implicit cluster access.
+    The API endpoint is private by default: only the VPC (and what is connected to it, a VPN
+    or a bastion) reaches it, and the kubectl provider runs inside the VPC. Pass
+    ``public_access_cidrs`` to open a public endpoint to exactly those networks; there is no
+    way to open it to the whole internet without naming ``0.0.0.0/0``.
+    ``admin_role_arn`` gets ``AmazonEKSClusterAdminPolicy``; the role that deploys the stack
+    gets no implicit cluster access.
     """
 
     def __init__(
@@ -126,7 +130,6 @@ class InferenceCluster(Construct):
         max_azs: int = 3,
         availability_zones: Sequence[str] | None = None,
         public_access_cidrs: Sequence[str] | None = None,
-        private_endpoint_only: bool = False,
         admin_role_arn: str | None = None,
     ) -> None:
         """Build the cluster.
@@ -146,15 +149,13 @@ class InferenceCluster(Construct):
             a fixed region, also return them from the stack's ``availability_zones``
             (as :class:`~eks_inference.stacks.InferenceStack` does): ``ec2.Vpc`` reads it,
             and CDK's default turns that into a context lookup.
-        :param public_access_cidrs: CIDRs allowed to reach the public endpoint; default: any.
-        :param private_endpoint_only: close the public endpoint entirely.
+        :param public_access_cidrs: CIDRs allowed to reach a public endpoint; default: none,
+            the endpoint is private.
         :param admin_role_arn: IAM role given cluster-admin through an access entry.
         """
         super().__init__(scope, construct_id)
         if not node_pools:
             raise ValueError("InferenceCluster needs at least one node pool")
-        if private_endpoint_only and public_access_cidrs:
-            raise ValueError("public_access_cidrs has no effect with private_endpoint_only=True")
         if vpc is not None and availability_zones:
             raise ValueError("availability_zones applies to a new VPC only; omit it with vpc")
         self.cluster_name = cluster_name
@@ -181,7 +182,11 @@ class InferenceCluster(Construct):
             vpc_subnets=[private_subnets],
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
-            endpoint_access=self._endpoint_access(public_access_cidrs, private_endpoint_only),
+            endpoint_access=(
+                eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_access_cidrs)
+                if public_access_cidrs
+                else eks.EndpointAccess.PRIVATE
+            ),
             kubectl_provider_options=eks.KubectlProviderOptions(
                 kubectl_layer=kubectl_layer(self, "KubectlLayer", kubernetes_version),
             ),
@@ -215,6 +220,7 @@ class InferenceCluster(Construct):
             addon_version=versions.EKS_POD_IDENTITY_AGENT_ADDON_VERSION,
             preserve_on_delete=False,
         )
+        self.vpc_cni_role, self.vpc_cni = self._add_vpc_cni()
 
         self.node_role = iam.Role(
             self,
@@ -261,7 +267,48 @@ class InferenceCluster(Construct):
                 ],
             ),
         )
-        self._acknowledge_findings(public=not private_endpoint_only)
+        self._acknowledge_findings(public=bool(public_access_cidrs))
+
+    def _add_vpc_cni(self) -> tuple[iam.Role, eks.Addon]:
+        """The VPC CNI as a managed add-on, its AWS permissions given through Pod Identity.
+
+        EKS installs the CNI itself, reading the node role; managed here (taking over that
+        installation, ``resolveConflicts: OVERWRITE``), its ``aws-node`` service account gets
+        a role of its own with ``AmazonEKS_CNI_Policy``, and the node role goes without it.
+        ``aws-node`` runs on the host network, where the Pod Identity agent serves it.
+        """
+        role = iam.Role(
+            self,
+            "VpcCniRole",
+            assumed_by=self.pods_principal,
+            description=f"VPC CNI (aws-node) of EKS cluster {self.cluster_name}",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(_VPC_CNI_POLICY)],
+        )
+        acknowledge(
+            role,
+            managed_policy_finding(_VPC_CNI_POLICY),
+            "The AWS managed policy the VPC CNI needs to manage pod network interfaces; AWS "
+            "keeps it current with the CNI. It is held by the CNI's own service account only.",
+        )
+        addon = eks.Addon(
+            self,
+            "VpcCni",
+            cluster=self.eks_cluster,
+            addon_name="vpc-cni",
+            addon_version=versions.VPC_CNI_ADDON_VERSION,
+            preserve_on_delete=False,
+        )
+        cfn_addon = addon.node.default_child
+        if not isinstance(cfn_addon, eks.CfnAddon):
+            raise TypeError(f"unexpected default child of eks.Addon: {cfn_addon!r}")
+        cfn_addon.resolve_conflicts = "OVERWRITE"
+        cfn_addon.pod_identity_associations = [
+            eks.CfnAddon.PodIdentityAssociationProperty(
+                role_arn=role.role_arn, service_account=_VPC_CNI_SERVICE_ACCOUNT
+            )
+        ]
+        addon.node.add_dependency(self.pod_identity_agent)
+        return role, addon
 
     @property
     def eks_cluster(self) -> eks.ICluster:
@@ -399,22 +446,12 @@ class InferenceCluster(Construct):
         )
         return vpc
 
-    @staticmethod
-    def _endpoint_access(
-        public_access_cidrs: Sequence[str] | None, private_endpoint_only: bool
-    ) -> eks.EndpointAccess:
-        if private_endpoint_only:
-            return eks.EndpointAccess.PRIVATE
-        if public_access_cidrs:
-            return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_access_cidrs)
-        return eks.EndpointAccess.PUBLIC_AND_PRIVATE
-
     def _acknowledge_findings(self, *, public: bool) -> None:
         acknowledge(
             self.node_role,
             [managed_policy_finding(policy) for policy in _NODE_POLICIES],
             "The AWS managed policies EKS requires for managed node groups; AWS keeps "
-            "them current with what nodes and the VPC CNI need.",
+            "them current with what nodes need.",
         )
         acknowledge(
             self.cluster.role,
@@ -446,7 +483,7 @@ class InferenceCluster(Construct):
             acknowledge(
                 self.cluster,
                 "AwsSolutions-EKS1",
-                "The public endpoint lets operators run kubectl without a VPN; it is "
-                "authenticated by IAM and can be limited with public_access_cidrs or closed "
-                "with private_endpoint_only.",
+                "The public endpoint, opened on purpose with public_access_cidrs, lets "
+                "operators on those networks run kubectl without a VPN; it is authenticated "
+                "by IAM.",
             )

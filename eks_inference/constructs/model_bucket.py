@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import jsii
-from aws_cdk import RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -16,10 +16,10 @@ _ACCESS_LOG_PREFIX = "model-bucket/"
 # Grant log delivery through a bucket policy instead of the LogDeliveryWrite ACL, so both
 # buckets can keep ACLs disabled (BucketOwnerEnforced).
 _LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
-_PREFIX_WILDCARD_REASON = (
-    "Access is limited to one key prefix of the model bucket; the trailing wildcard covers "
-    "the objects below that prefix only."
-)
+# An upload killed mid-way leaves its parts billed and invisible; `eks-inference upload`
+# aborts its own stale uploads on the next run, and this rule catches the ones never rerun.
+# A few days leave room to resume a long upload interrupted over a weekend.
+ABORT_INCOMPLETE_UPLOADS_AFTER_DAYS = 3
 
 
 def _check_prefix(prefix: str) -> None:
@@ -98,6 +98,15 @@ class ModelBucket(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             server_access_logs_bucket=self.access_log_bucket,
             server_access_logs_prefix=_ACCESS_LOG_PREFIX,
+            # Only incomplete multipart uploads expire: object versions are the rollback.
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="AbortIncompleteMultipartUploads",
+                    abort_incomplete_multipart_upload_after=Duration.days(
+                        ABORT_INCOMPLETE_UPLOADS_AFTER_DAYS
+                    ),
+                )
+            ],
             removal_policy=RemovalPolicy.RETAIN,
         )
 
@@ -197,5 +206,18 @@ class _PrefixWildcardAcknowledgments:
         for _, principal, objects in self._grants.values():
             if isinstance(principal, Construct):
                 findings = wildcard_resource_findings(principal, list(objects))
-                acknowledge(principal, findings, _PREFIX_WILDCARD_REASON)
+                acknowledge(principal, findings, _prefix_wildcard_reason(len(objects)))
         return []
+
+
+def _prefix_wildcard_reason(prefixes: int) -> str:
+    """Why a principal's object wildcards are acceptable: each is one granted key prefix."""
+    scope = (
+        "one key prefix of the model bucket"
+        if prefixes == 1
+        else f"{prefixes} key prefixes of the model bucket, each granted on its own"
+    )
+    return (
+        f"Access is limited to {scope}; each trailing wildcard covers the objects below its "
+        "prefix only."
+    )

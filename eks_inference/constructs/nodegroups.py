@@ -25,10 +25,14 @@ CLUSTER_AUTOSCALER_TAG_PREFIX = "k8s.io/cluster-autoscaler"
 NODE_TEMPLATE_TAG_PREFIX = f"{CLUSTER_AUTOSCALER_TAG_PREFIX}/node-template"
 # The device name of the root volume of every EKS-optimised AL2023 AMI.
 _ROOT_DEVICE = "/dev/xvda"
-# Containers on a node reach instance metadata through one extra network hop; with the
-# default limit of 1 their IMDSv2 token responses are dropped, and the AWS SDKs in pods that
-# fall back to instance metadata (or look up the region) hang.
-_IMDS_HOP_LIMIT = 2
+# A hop limit of 1 keeps instance metadata, and with it the node role's credentials, out of
+# reach of pods: a container is one network hop further away than the node, so its IMDSv2
+# token responses are dropped. Nothing this library installs needs it from a pod: every AWS
+# caller gets credentials from Pod Identity and its region explicitly (Mountpoint's
+# `region` mount option, the Cluster Autoscaler's `awsRegion`, the Run:ai streamer's and the
+# compile job's AWS_REGION), and the host-network pods that do read metadata (the VPC CNI,
+# the Pod Identity agent) are not a hop away.
+IMDS_HOP_LIMIT = 1
 _ASG_NAME_PATH = "nodegroup.resources.autoScalingGroups.0.name"
 # The stack-wide singleton Lambda behind every AwsCustomResource.
 _CUSTOM_RESOURCE_PROVIDER_ID = "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", "")
@@ -78,9 +82,9 @@ class PoolNodegroup(Construct):
     Creates an ``eks.Nodegroup`` directly rather than through ``Cluster.add_nodegroup_capacity``
     (which also installs an old bundled Neuron device plugin on inf/trn instance types), with
     a launch template that gives the nodes an encrypted gp3 root volume sized by the pool and
-    requires IMDSv2 with a hop limit of 2. The pool's Cluster Autoscaler tags are set on the
-    node group and copied onto its Auto Scaling group, which EKS creates without them and
-    which is where the autoscaler reads them.
+    requires IMDSv2 with a hop limit of 1 (:data:`IMDS_HOP_LIMIT`). The pool's Cluster
+    Autoscaler tags are set on the node group and copied onto its Auto Scaling group, which
+    EKS creates without them and which is where the autoscaler reads them.
     """
 
     def __init__(
@@ -100,7 +104,7 @@ class PoolNodegroup(Construct):
             self,
             "LaunchTemplate",
             require_imdsv2=True,
-            http_put_response_hop_limit=_IMDS_HOP_LIMIT,
+            http_put_response_hop_limit=IMDS_HOP_LIMIT,
             block_devices=[
                 ec2.BlockDevice(
                     device_name=_ROOT_DEVICE,

@@ -23,7 +23,8 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
       offer your accelerator instance types. Without a region the stack is
       environment-agnostic and CloudFormation picks the zones.
     * ``admin_role_arn``: IAM role given cluster-admin.
-    * ``public_access_cidrs`` (comma-separated) or ``private_endpoint_only=true``.
+    * ``public_access_cidrs`` (comma-separated): open a public API endpoint to these
+      networks; without it the endpoint is private.
     * ``validate_templates=true``: also run CDK's built-in CloudFormation template validation
       (see below).
 
@@ -71,7 +72,6 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         availability_zones=zones,
         admin_role_arn=context("admin_role_arn"),
         public_access_cidrs=context_list("public_access_cidrs"),
-        private_endpoint_only=context("private_endpoint_only") == "true",
     )
     register_nag(app)
     if context("validate_templates") == "true":

@@ -103,7 +103,6 @@ class InferenceStack(Stack):
         availability_zones: Sequence[str] | None = None,
         admin_role_arn: str | None = None,
         public_access_cidrs: Sequence[str] | None = None,
-        private_endpoint_only: bool = False,
         description: str | None = None,
     ) -> None:
         """Build the stack.
@@ -113,8 +112,8 @@ class InferenceStack(Stack):
         :param vpc: an existing VPC for the cluster; default: a new one.
         :param availability_zones: zones of a new VPC (required in effect with ``env``).
         :param admin_role_arn: IAM role given cluster-admin through an access entry.
-        :param public_access_cidrs: CIDRs allowed to reach the public API endpoint.
-        :param private_endpoint_only: close the public API endpoint.
+        :param public_access_cidrs: CIDRs allowed to reach a public API endpoint; default:
+            none, the endpoint is private.
         :param description: CloudFormation stack description.
         """
         super().__init__(
@@ -137,7 +136,6 @@ class InferenceStack(Stack):
             availability_zones=availability_zones,
             admin_role_arn=admin_role_arn,
             public_access_cidrs=public_access_cidrs,
-            private_endpoint_only=private_endpoint_only,
         )
         # In the cluster's scope, so the add-ons' resources are named as the cluster's own.
         self.addons = InferenceAddons(

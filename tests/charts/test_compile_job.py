@@ -2,8 +2,9 @@
 
 The agreement tests render one shape as both a standalone vLLM deployment and a RayService and
 compare the compile job with each server object by object, from the rendered manifests alone.
-The script tests run the rendered shell scripts under bash with stand-ins for ``aws`` and
-``vllm`` and ``python3`` on PATH, so the marker-last and fail-closed behaviour is exercised, not only read.
+The script tests run the rendered shell scripts under bash with stand-ins for ``aws``, ``vllm``
+and ``python3`` on PATH, so the marker-last and fail-closed behaviour is exercised, not only
+read.
 """
 
 from __future__ import annotations
@@ -168,8 +169,8 @@ def _artifacts_volume_uri(objects: list[dict[str, Any]], mounted_path: str) -> s
     ]
     bucket = volume["spec"]["csi"]["volumeAttributes"]["bucketName"]
     (prefix,) = [o.removeprefix("prefix ") for o in volume["spec"]["mountOptions"] if "prefix" in o]
-    relative = mounted_path.removeprefix(f"{ARTIFACTS_MOUNT_PATH}/")
-    return f"s3://{bucket}/{prefix}{relative}/"
+    relative = mounted_path.removeprefix(ARTIFACTS_MOUNT_PATH).strip("/")
+    return f"s3://{bucket}/{prefix}{relative}/" if relative else f"s3://{bucket}/{prefix}"
 
 
 # -- one shape, two engines: the compile job agrees with serving --------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 
 from eks_inference import names
-from eks_inference.artifacts import artifact_prefix
 from eks_inference.charts.common import (
     ARTIFACTS_MOUNT_PATH,
     MODEL_MOUNT_PATH,
@@ -151,8 +150,8 @@ def test_neuron_workers_find_their_compiled_artifacts(rendered: Rendered) -> Non
             assert env["NEURON_COMPILED_ARTIFACTS"] == SCRATCH_COMPILED_ARTIFACTS_PATH
             assert ARTIFACTS_MOUNT_PATH not in template.mounts()
             continue
-        key = artifact_prefix(spec).removeprefix(prefix).rstrip("/")
-        assert env["NEURON_COMPILED_ARTIFACTS"] == f"{ARTIFACTS_MOUNT_PATH}/{key}"
+        # The artifacts volume mounts exactly the deployment's key (artifact_prefix).
+        assert env["NEURON_COMPILED_ARTIFACTS"] == ARTIFACTS_MOUNT_PATH
         assert template.mounts()[ARTIFACTS_MOUNT_PATH]["readOnly"] is True
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from eks_inference import names
-from eks_inference.artifacts import artifact_prefix
 from eks_inference.charts.common import (
     ARTIFACTS_MOUNT_PATH,
     MODEL_MOUNT_PATH,
@@ -132,8 +131,8 @@ def test_neuron_environment_and_artifacts(variants: Rendered) -> None:
         assert env["NEURON_RT_NUM_CORES"] == str(spec.tensor_parallel_size)
         prefix = spec.neuron_options.compiled_artifacts_prefix
         assert prefix is not None
-        key = artifact_prefix(spec).removeprefix(prefix).rstrip("/")
-        assert env["NEURON_COMPILED_ARTIFACTS"] == f"{ARTIFACTS_MOUNT_PATH}/{key}"
+        # The artifacts volume mounts exactly the deployment's key (artifact_prefix).
+        assert env["NEURON_COMPILED_ARTIFACTS"] == ARTIFACTS_MOUNT_PATH
         assert pod.mounts()[ARTIFACTS_MOUNT_PATH]["readOnly"] is True
     gpu_env = [p.env() for p in _vllm_pods(variants) if not p.deployment.on_neuron]
     assert gpu_env

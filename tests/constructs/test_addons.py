@@ -9,7 +9,9 @@ import pytest
 from aws_cdk.assertions import Match
 
 from eks_inference import names, versions
-from tests.conftest import Synthesized
+from eks_inference.artifacts import artifact_prefix
+from eks_inference.platform import PlatformSpec
+from tests.conftest import REFERENCE_PLATFORM, Synthesized
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
 
@@ -195,9 +197,18 @@ def test_mountpoint_role_reads_only_the_mounted_prefixes(reference: Synthesized)
         for s in policy
         if s["Action"] == "s3:ListBucket"
     )
-    # Both Mountpoint deployments, plus the Neuron one's compiled artifacts; not the
-    # Run:ai Streamer deployment (models/mistral-7b/), which reads S3 itself.
-    assert listed == ["models/llama-3-8b/", "models/qwen2.5-7b/", "neuron-artifacts/"]
+    # Both Mountpoint deployments, plus the exact key of the Neuron one's compiled artifacts
+    # (not the whole artifacts tree); not the Run:ai Streamer deployment
+    # (models/mistral-7b/), which reads S3 itself.
+    neuron = PlatformSpec.from_yaml(REFERENCE_PLATFORM).deployment("llama3-8b-inf2")
+    assert listed == ["models/llama-3-8b/", "models/qwen2.5-7b/", artifact_prefix(neuron)]
+    readable = [
+        resource["Fn::Join"][1][-1]
+        for s in policy
+        if s["Action"] == "s3:GetObject"
+        for resource in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+    ]
+    assert sorted(readable) == [f"/{p}*" for p in listed]
     actions = {
         a for s in policy for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
     }

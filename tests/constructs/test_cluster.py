@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aws_cdk import App
 from aws_cdk.assertions import Match
@@ -61,12 +63,37 @@ def test_native_cluster_at_1_35_with_encrypted_secrets_and_all_logs(
             "AccessConfig": Match.object_like(
                 {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
             ),
+            # Private unless public_access_cidrs opens it to named networks.
             "ResourcesVpcConfig": Match.object_like(
-                {"EndpointPublicAccess": True, "EndpointPrivateAccess": True}
+                {"EndpointPublicAccess": False, "EndpointPrivateAccess": True}
             ),
         },
     )
     template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_the_vpc_cni_has_its_own_identity_and_nodes_lack_its_policy(
+    reference: Synthesized,
+) -> None:
+    roles = reference.resources("AWS::IAM::Role")
+    node_roles = [r for r in roles.values() if "ec2.amazonaws.com" in json.dumps(r)]
+    assert node_roles
+    for role in node_roles:
+        assert "AmazonEKS_CNI_Policy" not in json.dumps(role["Properties"])
+    (cni,) = [
+        a["Properties"]
+        for a in reference.resources("AWS::EKS::Addon").values()
+        if a["Properties"]["AddonName"] == "vpc-cni"
+    ]
+    assert cni["AddonVersion"] == versions.VPC_CNI_ADDON_VERSION
+    assert cni["ResolveConflicts"] == "OVERWRITE"
+    (association,) = cni["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == "aws-node"
+    cni_role = roles[association["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+    assert "AmazonEKS_CNI_Policy" in json.dumps(cni_role["ManagedPolicyArns"])
+    assert "pods.eks.amazonaws.com" in json.dumps(cni_role["AssumeRolePolicyDocument"])
 
 
 @pytest.mark.synth

@@ -80,7 +80,8 @@ def test_launch_templates_encrypt_gp3_roots_and_require_imdsv2(reference: Synthe
         assert device["Ebs"]["Encrypted"] is True
         minimum = 100 if props["AmiType"].endswith("STANDARD") else 200
         assert device["Ebs"]["VolumeSize"] >= minimum
-        assert data["MetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 2}
+        # Pods cannot reach instance metadata (and the node role's credentials).
+        assert data["MetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}
         # The node group sets the disk through its launch template only (EKS rejects both).
         assert "DiskSize" not in props
 

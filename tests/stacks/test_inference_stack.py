@@ -18,6 +18,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
+from eks_inference.artifacts import artifact_prefix
 from eks_inference.constructs import InferenceAddons, InferenceCluster, ModelBucket
 from eks_inference.node_pools import NodePool
 from eks_inference.platform import PlatformSpec
@@ -31,10 +32,11 @@ LATEST = re.compile(r"(?<![A-Za-z])latest(?![A-Za-z])")
 @pytest.mark.synth
 @pytest.mark.xdist_group("synth")
 def test_mountpoint_prefixes_come_from_the_platform(reference: Synthesized) -> None:
+    neuron = PlatformSpec.from_yaml(REFERENCE_PLATFORM).deployment("llama3-8b-inf2")
     assert reference.stack.mountpoint_prefixes == (
         "models/llama-3-8b/",
         "models/qwen2.5-7b/",
-        "neuron-artifacts/",
+        artifact_prefix(neuron),
     )
 
 
@@ -101,7 +103,6 @@ def test_another_app_can_bring_its_own_vpc(tmp_path: Path) -> None:
         node_pools=[NodePool(name="system", instance_types=("m6i.xlarge",), min_size=1)],
         kubernetes_version="1.34",
         vpc=vpc,
-        private_endpoint_only=True,
         admin_role_arn="arn:aws:iam::123456789012:role/PlatformAdmin",
     )
     bucket = ModelBucket(
@@ -190,7 +191,13 @@ def test_another_app_can_bring_its_own_vpc(tmp_path: Path) -> None:
 @pytest.mark.synth
 @pytest.mark.xdist_group("synth")
 def test_a_fixed_environment_needs_no_lookup(tmp_path: Path) -> None:
-    context = {**cdk_context(), "account": "123456789012", "region": "us-east-1"}
+    # Also opens the API endpoint to one network, the only way to have a public endpoint.
+    context = {
+        **cdk_context(),
+        "account": "123456789012",
+        "region": "us-east-1",
+        "public_access_cidrs": "203.0.113.0/24",
+    }
     app, _ = build_app(
         PlatformSpec.from_yaml(REFERENCE_PLATFORM), app=App(context=context, outdir=str(tmp_path))
     )
@@ -205,6 +212,10 @@ def test_a_fixed_environment_needs_no_lookup(tmp_path: Path) -> None:
         if r["Type"] == "AWS::EC2::Subnet"
     }
     assert zones == {"us-east-1a", "us-east-1b", "us-east-1c"}
+    (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::Cluster"]
+    access = cluster["Properties"]["ResourcesVpcConfig"]
+    assert access["EndpointPublicAccess"] is True
+    assert access["PublicAccessCidrs"] == ["203.0.113.0/24"]
 
 
 def _unshare_works() -> bool:
