@@ -4,32 +4,50 @@ Clients come from a :class:`boto3.Session`, so the standard configuration applie
 profiles (``AWS_PROFILE`` or ``--profile``), ``AWS_DEFAULT_REGION``, credentials from the
 usual chain, and ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>`` (honoured by boto3
 itself, which is how tests point the CLI at a local S3/EC2 emulator).
+
+Every request has a bounded wait: botocore's standard retry mode (3 attempts unless
+``AWS_MAX_ATTEMPTS`` or the profile says otherwise, exponential backoff with jitter) and
+connect and read timeouts of ``EKS_INFERENCE_AWS_TIMEOUT`` seconds (default 30), so an
+endpoint that accepts connections and never answers fails a command within about
+``attempts x timeout`` instead of hanging it.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http import HTTPStatus
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import (  # type: ignore[import-untyped]
     BotoCoreError,
     ClientError,
+    ConnectTimeoutError,
     EndpointConnectionError,
+    InvalidRetryConfigurationError,
     NoCredentialsError,
     NoRegionError,
     ProfileNotFound,
+    ReadTimeoutError,
 )
+from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 
 from eks_inference.cli.errors import BadInput, CommandFailed
 
-# Standard retry mode backs off on throttling and transient errors, which large uploads and
-# region-wide describe calls do meet.
-_CLIENT_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 5}, user_agent_extra="eks-inference"
-)
+TIMEOUT_VARIABLE = "EKS_INFERENCE_AWS_TIMEOUT"
+DEFAULT_TIMEOUT_S = 30.0
+# A wait longer than an hour is a hang by another name.
+_MAX_TIMEOUT_S = 3600.0
+# Longest service message quoted in an error; the rest of the line names the action.
+_MAX_MESSAGE_CHARS = 200
+_HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_MARKUP = re.compile(r"<\s*(!doctype|html|head|body|title)\b", re.IGNORECASE)
 
 _DENIED = {
     "AccessDenied",
@@ -58,13 +76,48 @@ class Aws:
         self.session = session
 
     def client(self, service: str, region: str | None = None) -> Any:
-        """A client for ``service``, in ``region`` or the session's default region."""
+        """A client for ``service``, in ``region`` or the session's default region.
+
+        Retries (mode and attempts) are left to botocore's configuration chain, whose default
+        is the standard mode; timeouts are :func:`request_timeout`.
+        """
+        timeout = request_timeout()
+        config = Config(
+            connect_timeout=timeout, read_timeout=timeout, user_agent_extra="eks-inference"
+        )
         try:
-            return self.session.client(service, region_name=region, config=_CLIENT_CONFIG)
+            return self.session.client(service, region_name=region, config=config)
         except NoRegionError:
             raise BadInput(
                 "no AWS region configured; set AWS_DEFAULT_REGION or a profile's region"
             ) from None
+        except (ValueError, InvalidRetryConfigurationError) as error:
+            # botocore reads these settings only here: AWS_MAX_ATTEMPTS=abc is a ValueError.
+            raise BadInput(
+                f"the AWS configuration is invalid ({_one_line(str(error))}); check "
+                "AWS_MAX_ATTEMPTS, AWS_RETRY_MODE, AWS_ENDPOINT_URL and the profile"
+            ) from None
+
+
+def request_timeout() -> float:
+    """Seconds a request waits to connect, and then for each next byte of the answer.
+
+    ``EKS_INFERENCE_AWS_TIMEOUT`` overrides the default of 30 s: a busy link may need more,
+    a test of a stalled endpoint less.
+    """
+    raw = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= _MAX_TIMEOUT_S:
+        raise BadInput(
+            f"{TIMEOUT_VARIABLE}={raw!r} must be a number of seconds above 0 and at most "
+            f"{_MAX_TIMEOUT_S:g}"
+        )
+    return value
 
 
 def connect(profile: str | None = None) -> Aws:
@@ -89,36 +142,133 @@ def is_not_found(error: BaseException) -> bool:
     return code is not None and (code == "404" or code.startswith("NoSuch") or code == "NotFound")
 
 
-def describe_error(error: BaseException) -> str:
-    """A short, actionable reason for an AWS failure."""
+def describe_error(error: BaseException, service: str = "AWS") -> str:
+    """A short, actionable reason for an AWS failure, on one line.
+
+    ``service`` names the endpoint (``S3``, ``EC2``...) where the error itself cannot: an
+    answer that is not an AWS one (a proxy's or load balancer's HTML error page) is summarised
+    as its HTTP status and the service asked, never quoted.
+    """
     code = error_code(error)
+    if from_web_page(error):
+        return _http_summary(error, service)
     if code is not None:
-        message = str(getattr(error, "response", {}).get("Error", {}).get("Message") or "")
+        message = _one_line(_service_message(error))
         if code in _DENIED:
             return f"access denied ({code}); the credentials' IAM policy does not allow it"
         if code in _BAD_CREDENTIALS:
             return f"the AWS credentials were rejected ({code}: {message})"
         if code in _THROTTLED:
             return f"throttled by AWS ({code}); retry later"
+        if code.isdigit():
+            # botocore uses the HTTP status as the code when the answer has no AWS error in it
+            # (always for HEAD requests, which have no body).
+            return _http_summary(error, service)
         return f"{code}: {message}" if message else code
     if isinstance(error, NoCredentialsError):
         return (
             "no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
         )
+    if isinstance(error, ReadTimeoutError | ConnectTimeoutError):
+        verb = "accept a connection" if isinstance(error, ConnectTimeoutError) else "answer"
+        return (
+            f"{service} at {_origin(_endpoint(error))} did not {verb} within "
+            f"{request_timeout():g} s on any attempt; check the network, any proxy and "
+            f"AWS_ENDPOINT_URL ({TIMEOUT_VARIABLE} sets the wait)"
+        )
     if isinstance(error, EndpointConnectionError):
-        return f"cannot reach the AWS endpoint ({error.kwargs.get('endpoint_url', 'unknown')})"
-    return str(error) or type(error).__name__
+        return f"cannot reach the AWS endpoint ({_endpoint(error)})"
+    return _one_line(str(error)) or type(error).__name__
+
+
+def _endpoint(error: BaseException) -> str:
+    kwargs = getattr(error, "kwargs", None) or {}
+    return str(kwargs.get("endpoint_url", "unknown"))
+
+
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of a request URL: the endpoint, without the key and query."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else url
+
+
+def _one_line(text: str) -> str:
+    """The first line of ``text``, shortened to a length that fits an error line."""
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else ""
+    return first if len(first) <= _MAX_MESSAGE_CHARS else first[: _MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def _service_message(error: BaseException) -> str:
+    response = getattr(error, "response", None) or {}
+    return str(response.get("Error", {}).get("Message") or "")
+
+
+def from_web_page(error: BaseException) -> bool:
+    """True when a web page (a proxy's, a load balancer's) answered instead of AWS.
+
+    Its status then says nothing about the bucket or the credentials: a 403 or 404 page is
+    not AWS's AccessDenied or NoSuchBucket.
+    """
+    return isinstance(error, ResponseParserError) or _page_title(error) is not None
+
+
+def _page_title(error: BaseException) -> str | None:
+    """The title of the web page that answered instead of AWS ("" if untitled), else None.
+
+    JSON services and unparseable XML quote the page in the error; where botocore replaces an
+    unreadable body by the HTTP status (S3), the numeric code says as much as can be known.
+    """
+    body = _service_message(error) or (str(error) if isinstance(error, ResponseParserError) else "")
+    match = _HTML_TITLE.search(body)
+    if match:
+        return _one_line(" ".join(match.group(1).split()))
+    return "" if _MARKUP.search(body) else None
+
+
+def _http_summary(error: BaseException, service: str) -> str:
+    """The HTTP status, the service and operation asked, and whether a web page answered.
+
+    A ``ClientError`` carries the status; a body botocore could not parse at all
+    (``ResponseParserError``) comes without it, and a page's title usually states it.
+    """
+    response = getattr(error, "response", None) or {}
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    operation = getattr(error, "operation_name", None)
+    asked = f"{service} {operation}" if operation else service
+    if isinstance(status, int):
+        try:
+            reason = HTTPStatus(status).phrase
+        except ValueError:
+            reason = "(unknown status)"
+        summary = f"HTTP {status} {reason} from {asked}"
+    else:
+        summary = f"{asked} sent an answer that botocore cannot read"
+    title = _page_title(error)
+    if title is None and not isinstance(error, ResponseParserError):
+        return summary
+    if title:
+        summary += f": an HTML page titled {title!r}"
+    elif title == "":
+        summary += ": an HTML page"
+    return f"{summary}, not an AWS answer; check AWS_ENDPOINT_URL and any proxy"
+
+
+# Every failure of an AWS call: a service error, a client-side one, or an answer botocore could
+# not parse (which is not a BotoCoreError).
+_AWS_ERRORS = (BotoCoreError, ClientError, ResponseParserError)
 
 
 def is_aws_error(error: BaseException) -> bool:
-    """True for any botocore failure: a service error or a client-side one."""
-    return isinstance(error, BotoCoreError | ClientError)
+    """True for any failure of an AWS call: a service error, a client-side one, or an
+    unreadable answer."""
+    return isinstance(error, _AWS_ERRORS)
 
 
 @contextmanager
-def aws_errors(action: str) -> Iterator[None]:
+def aws_errors(action: str, service: str = "S3") -> Iterator[None]:
     """Turn any AWS failure inside the block into one ``CommandFailed`` line naming ``action``."""
     try:
         yield
-    except (BotoCoreError, ClientError) as error:
-        raise CommandFailed(f"cannot {action}: {describe_error(error)}") from None
+    except _AWS_ERRORS as error:
+        raise CommandFailed(f"cannot {action}: {describe_error(error, service)}") from None

@@ -294,11 +294,15 @@ def upload(
 
     target = parse_prefix_uri(uri)
     inputs.require_positive("--concurrency", concurrency)
-    if part_size < uploading.MIN_PART_SIZE_MIB:
+    if not uploading.MIN_PART_SIZE_MIB <= part_size <= uploading.MAX_PART_SIZE_MIB:
         raise BadInput(
-            f"--part-size must be at least {uploading.MIN_PART_SIZE_MIB} MiB (S3's minimum)"
+            f"--part-size must be at least {uploading.MIN_PART_SIZE_MIB} MiB and at most "
+            f"{uploading.MAX_PART_SIZE_MIB} MiB (S3's part size limits)"
         )
-    files = uploading.scan_directory(local_dir, kind.value)
+    scanned = uploading.scan_directory(local_dir, kind.value)
+    uploading.check_keys(target, (relative for relative, _ in scanned.files))
+    for link in scanned.links:
+        typer.echo(f"note: {link}", err=True)
     settings = uploading.UploadSettings(
         kind=kind.value,
         overwrite=overwrite,
@@ -307,11 +311,17 @@ def upload(
         concurrency=concurrency,
     )
     client = aws.connect(profile).client("s3")
-    with byte_progress(console.stderr()) as progress:
-        total = sum(path.stat().st_size for _, path in files)
-        local = uploading.hash_files(files, concurrency, progress.task("hashing", total))
+    with uploading.sigterm_as_interrupt(), byte_progress(console.stderr()) as progress:
+        hashing = progress.task("hashing", scanned.total_bytes)
+        local = uploading.hash_files(scanned.files, concurrency, hashing)
         report = uploading.upload_directory(
             client, local, target, settings, lambda size: progress.task("uploading", size)
+        )
+    if report.aborted_uploads:
+        typer.echo(
+            f"aborted {plural(len(report.aborted_uploads), 'multipart upload')} that an earlier "
+            f"run left open under {target}",
+            err=True,
         )
     manifest = "written" if report.manifest_written else "unchanged"
     typer.echo(

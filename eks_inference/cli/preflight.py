@@ -19,7 +19,13 @@ from pydantic import ValidationError
 
 from eks_inference.artifacts import artifact_prefix, completion_marker_key
 from eks_inference.catalog import INSTANCE_TYPES
-from eks_inference.cli.aws import describe_error, error_code, is_aws_error, is_not_found
+from eks_inference.cli.aws import (
+    describe_error,
+    error_code,
+    from_web_page,
+    is_aws_error,
+    is_not_found,
+)
 from eks_inference.cli.quotas import SERVICE_CODE, VcpuQuota, vcpu_quota
 from eks_inference.cli.text import format_bytes, plural
 from eks_inference.cli.upload import read_manifest
@@ -78,12 +84,14 @@ def check_bucket(s3: Any, bucket: str) -> Check:
     except Exception as error:
         if not is_aws_error(error):
             raise
-        if is_not_found(error):
+        if from_web_page(error):
+            detail = f"bucket {bucket}: {describe_error(error, 'S3')}"
+        elif is_not_found(error):
             detail = f"bucket {bucket} does not exist; deploy the stack (it creates the bucket)"
         elif error_code(error) == "403":
             detail = f"access denied to bucket {bucket} (needs s3:ListBucket)"
         else:
-            detail = f"bucket {bucket}: {describe_error(error)}"
+            detail = f"bucket {bucket}: {describe_error(error, 'S3')}"
         return Check(ACCOUNT_SCOPE, "model bucket", "FAIL", detail)
     return Check(ACCOUNT_SCOPE, "model bucket", "PASS", f"s3://{bucket} exists")
 
@@ -118,7 +126,7 @@ def _read_manifest(s3: Any, bucket: str, prefix: str) -> tuple[UploadManifest | 
     except Exception as error:
         if not is_aws_error(error):
             raise
-        return None, f"cannot read {uri}: {describe_error(error)}"
+        return None, f"cannot read {uri}: {describe_error(error, 'S3')}"
     if manifest is None:
         return None, f"{uri} missing"
     return manifest, None
@@ -140,7 +148,7 @@ def check_weights(s3: Any, bucket: str, spec: ModelDeploymentSpec) -> Check:
             spec.name,
             "weights",
             "FAIL",
-            f"cannot list s3://{bucket}/{prefix}: {describe_error(error)}",
+            f"cannot list s3://{bucket}/{prefix}: {describe_error(error, 'S3')}",
         )
     problems = _manifest_problems(manifest, sizes, bucket, prefix)
     if problems:
@@ -181,7 +189,7 @@ def check_artifacts(s3: Any, bucket: str, spec: ModelDeploymentSpec) -> Check | 
             spec.name,
             "compiled artifacts",
             "FAIL",
-            f"cannot list s3://{bucket}/{prefix}: {describe_error(error)}",
+            f"cannot list s3://{bucket}/{prefix}: {describe_error(error, 'S3')}",
         )
     if marker not in sizes:
         found = f"{plural(len(sizes), 'object')} there" if sizes else "nothing there"
@@ -253,7 +261,8 @@ def check_offerings(
                 ACCOUNT_SCOPE,
                 "instance offerings",
                 "FAIL",
-                f"cannot describe instance type offerings in {region}: {describe_error(error)}",
+                f"cannot describe instance type offerings in {region}: "
+                f"{describe_error(error, 'EC2')}",
             )
         ]
     checks = []
@@ -282,8 +291,12 @@ def check_offerings(
     return checks
 
 
-def _get_quota_value(service_quotas: Any, quota: VcpuQuota) -> float:
-    """The account's applied value, or AWS's default where none is applied."""
+def _get_quota_value(service_quotas: Any, quota: VcpuQuota) -> float | None:
+    """The account's applied value, or AWS's default where none is applied.
+
+    None when the answer holds no value: something other than Service Quotas answered
+    (a proxy's page with status 200 parses as an empty answer).
+    """
     try:
         response = service_quotas.get_service_quota(ServiceCode=SERVICE_CODE, QuotaCode=quota.code)
     except Exception as error:
@@ -292,7 +305,8 @@ def _get_quota_value(service_quotas: Any, quota: VcpuQuota) -> float:
         response = service_quotas.get_aws_default_service_quota(
             ServiceCode=SERVICE_CODE, QuotaCode=quota.code
         )
-    return float(response["Quota"]["Value"])
+    value = response.get("Quota", {}).get("Value")
+    return float(value) if isinstance(value, int | float) else None
 
 
 def check_quotas(service_quotas: Any, pools: Sequence[NodePool]) -> list[Check]:
@@ -322,8 +336,17 @@ def check_quotas(service_quotas: Any, pools: Sequence[NodePool]) -> list[Check]:
             if not is_aws_error(error):
                 raise
             checks.append(
-                Check(scope, "vCPU quota", "FAIL", f"cannot read {name}: {describe_error(error)}")
+                Check(
+                    scope,
+                    "vCPU quota",
+                    "FAIL",
+                    f"cannot read {name}: {describe_error(error, 'Service Quotas')}",
+                )
             )
+            continue
+        if value is None:
+            detail = f"cannot read {name}: Service Quotas answered without a quota value"
+            checks.append(Check(scope, "vCPU quota", "FAIL", detail))
             continue
         if value >= total:
             checks.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -10,14 +11,21 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TextColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from rich.text import Text
 
 # Called with a byte count as work progresses; negative when the transfer manager rewinds a
 # retried part.
 Advance = Callable[[int], None]
+
+# Seconds without a byte moving before a bar says so: a healthy transfer reports several times
+# a second, and a stalled request is retried after its timeout.
+STALL_AFTER_S = 5.0
 
 
 def _ignore(_: int) -> None:
@@ -35,12 +43,29 @@ class ByteProgress:
         progress = self._progress
         if progress is None:
             return _ignore
-        task_id = progress.add_task(description, total=total)
+        task_id = progress.add_task(description, total=total, last_progress=time.monotonic())
 
         def advance(n: int) -> None:
-            progress.advance(task_id, n)
+            progress.update(task_id, advance=n, last_progress=time.monotonic())
 
         return advance
+
+
+class StallColumn(ProgressColumn):
+    """``no progress for N s`` once a bar has not moved for :data:`STALL_AFTER_S`.
+
+    A hung endpoint is then visible while the request waits for its timeout and retries,
+    instead of a bar that merely stops.
+    """
+
+    def render(self, task: Task) -> Text:
+        last = task.fields.get("last_progress")
+        if task.finished or not isinstance(last, float):
+            return Text("")
+        idle = time.monotonic() - last
+        if idle < STALL_AFTER_S:
+            return Text("")
+        return Text(f"no progress for {idle:.0f} s", style="yellow")
 
 
 @contextmanager
@@ -55,6 +80,7 @@ def byte_progress(console: Console) -> Iterator[ByteProgress]:
         DownloadColumn(binary_units=True),
         TransferSpeedColumn(),
         TimeRemainingColumn(),
+        StallColumn(),
         console=console,
     ) as progress:
         yield ByteProgress(progress)

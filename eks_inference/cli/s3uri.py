@@ -44,7 +44,9 @@ def parse_prefix_uri(uri: str) -> S3Prefix:
     if problem is not None:
         raise BadInput(f"{uri!r}: {problem}")
     if not prefix:
-        raise BadInput(f"{uri!r} has no key prefix; give one, e.g. s3://{bucket}/models/NAME/")
+        # The example keeps the bucket as given and adds one segment: a fixed "models/" would
+        # read s3://models/models/NAME/ for a bucket named models.
+        raise BadInput(f"{uri!r} has no key prefix; give one, e.g. s3://{bucket}/MODEL/")
     problem = key_prefix_problem(prefix, name="the prefix")
     if problem is not None:
         raise BadInput(f"{uri!r}: {problem}")

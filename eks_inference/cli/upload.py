@@ -2,14 +2,27 @@
 
 The rules, in the order they apply:
 
-* Every file's SHA-256 is computed locally (streaming) and stored as object metadata, so a
-  later run can tell an identical object from a different one of the same size.
+* The directory is read completely before anything else happens: an entry that cannot be read
+  (a directory without permission, a dangling link, a FIFO or device), a symbolic link that
+  leads out of the directory or back into one of its own parents, or a name that cannot be an
+  S3 key (not UTF-8; a control character, ``?``, ``#`` or ``\\``) stops the run with nothing
+  sent, deleted or written. Links that stay inside the directory are followed, for files and
+  directories alike: S3 has no links, so the target's content is uploaded under the link's
+  name, and each such link is reported.
+* Every file's SHA-256 and CRC-32 are computed locally (streaming). The SHA-256 is stored as
+  object metadata, so a later run can tell an identical object from a different one of the
+  same size; the CRC-32 is sent as the object's full-object checksum, so S3 refuses an object
+  whose bytes differ from the ones hashed (a file that changed while it was uploaded), and the
+  object's stored checksum is compared again after the transfer.
 * A file whose object already exists with the same size and SHA-256 is skipped, so re-running
   after an interruption sends only what is missing.
 * An object that differs, or an object under the prefix with no local file, is never replaced
   or deleted without ``overwrite`` / ``delete``; without them nothing is uploaded at all.
-* Only a completed object counts: S3 does not list a multipart upload until it completes, and
-  the transfer manager aborts the multipart uploads of a failed or cancelled transfer.
+* Only a completed object counts: S3 does not list a multipart upload until it completes. The
+  transfer manager aborts the multipart uploads of a failed or cancelled transfer (Ctrl-C, and
+  SIGTERM, which stops an upload the same way); the ones a killed process or a lost
+  connection leaves open under the prefix are aborted by the next run before it sends anything
+  (and by the model bucket's lifecycle rule after a few days).
 * The manifest (``_manifest.json``) is written last, after every file is verified in the
   bucket; for compiled artifacts the completion marker follows it. Both are deleted before
   anything under the prefix changes, so a prefix with a manifest is always complete.
@@ -17,21 +30,36 @@ The rules, in the order they apply:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable
+import signal
+import stat
+import threading
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from eks_inference.artifacts import COMPLETION_MARKER_NAME
-from eks_inference.cli.aws import aws_errors, describe_error, error_code, is_not_found
+from eks_inference.aws_types import key_prefix_problem
+from eks_inference.cli.aws import (
+    aws_errors,
+    describe_error,
+    error_code,
+    from_web_page,
+    is_not_found,
+)
 from eks_inference.cli.errors import BadInput, CommandFailed, Interrupted
 from eks_inference.cli.progress import Advance
 from eks_inference.cli.s3uri import S3Prefix
+from eks_inference.cli.text import plural
 from eks_inference.cli.upload_manifest import (
     MANIFEST_NAME,
     SHA256_METADATA_KEY,
@@ -42,22 +70,31 @@ from eks_inference.cli.upload_manifest import (
 )
 
 MIB = 1024**2
-# S3's smallest multipart part (except the last).
+# S3's smallest multipart part (except the last) and its largest part.
 MIN_PART_SIZE_MIB = 5
+MAX_PART_SIZE_MIB = 5 * 1024
+# S3's longest key, in UTF-8 bytes.
+MAX_KEY_BYTES = 1024
 _HASH_CHUNK = 8 * MIB
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 # Lines of a refusal listing shown before "(+N more)".
 _MAX_LISTED = 20
+# S3's error when the bytes it received do not match the checksum sent with them.
+_CHECKSUM_MISMATCH = "BadDigest"
 
 
 @dataclass(frozen=True)
 class LocalFile:
-    """A file to upload: its key relative to the prefix, path, size and SHA-256."""
+    """A file to upload: its key relative to the prefix, path, size, SHA-256 and CRC-32.
+
+    ``crc32`` is base64 of the big-endian CRC-32, the form S3 takes as ``ChecksumCRC32``.
+    """
 
     relative: str
     path: Path
     size: int
     sha256: str
+    crc32: str
 
 
 @dataclass(frozen=True)
@@ -91,6 +128,8 @@ class UploadReport:
     skipped: list[LocalFile] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     manifest_written: bool = False
+    aborted_uploads: list[str] = field(default_factory=list)
+    """Keys of the multipart uploads earlier runs left open under the prefix, now aborted."""
 
     @property
     def bytes_uploaded(self) -> int:
@@ -106,25 +145,143 @@ def bookkeeping_names(kind: Kind) -> tuple[str, ...]:
     return (MANIFEST_NAME, COMPLETION_MARKER_NAME) if kind == "artifacts" else (MANIFEST_NAME,)
 
 
-def scan_directory(local_dir: Path, kind: Kind) -> list[tuple[str, Path]]:
-    """The files to upload as ``(relative key, path)``, sorted, after checking the directory.
+@dataclass(frozen=True)
+class ScannedDirectory:
+    """The files to upload as ``(relative key, path)`` sorted by key, and the links followed."""
+
+    files: list[tuple[str, Path]]
+    total_bytes: int
+    links: list[str]
+    """One note per symbolic link followed: its key, what it points to and what is uploaded."""
+
+
+@dataclass
+class _Walk:
+    root: Path
+    files: list[tuple[str, Path]] = field(default_factory=list)
+    total_bytes: int = 0
+    links: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    outside_links: bool = False
+
+
+def _reason(error: BaseException) -> str:
+    return str(getattr(error, "strerror", None) or error)
+
+
+def _name_problem(name: str) -> str | None:
+    """Why a file or directory name cannot be part of an S3 key, or None.
+
+    A single name has no ``/``, ``.`` or ``..`` segment, so the key prefix rule finds exactly
+    its characters.
+    """
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return "has a name that is not valid UTF-8, which S3 keys must be; rename it"
+    if key_prefix_problem(name + "/") is not None:
+        return "has a control character, '?', '#' or '\\' in its name, refused in keys; rename it"
+    return None
+
+
+def _walk_entry(walk: _Walk, entry: os.DirEntry[str], relative: str) -> os.stat_result | None:
+    """The entry's status, following a link that stays inside the directory; None if refused."""
+    path = Path(entry.path)
+    try:
+        if entry.is_symlink():
+            target = os.readlink(path)
+            try:
+                real = path.resolve(strict=True)
+            except FileNotFoundError:
+                walk.problems.append(f"{relative!r} is a link to {target!r}, which does not exist")
+                return None
+            if not real.is_relative_to(walk.root):
+                walk.problems.append(f"{relative!r} is a link to {target!r}, outside the directory")
+                walk.outside_links = True
+                return None
+            walk.links.append(
+                f"{relative!r} is a link to {target!r} inside the directory: what it points "
+                "to is uploaded under the link's name"
+            )
+        return path.stat()
+    except (OSError, RuntimeError) as error:
+        # RuntimeError: a link loop, as Path.resolve reports it before Python 3.13.
+        walk.problems.append(f"{relative!r} cannot be read ({_reason(error)})")
+        return None
+
+
+def _walk(local_dir: Path) -> _Walk:
+    """Every entry below ``local_dir`` except hidden ones, each a file, a link or a problem.
+
+    ``os.walk`` would skip a directory it cannot list and a linked directory without a word;
+    here each one is accounted for.
+    """
+    walk = _Walk(root=local_dir.resolve())
+    # (directory, its key prefix, the real paths of it and its parents: a link to one of them
+    # would never end)
+    pending: list[tuple[Path, str, frozenset[Path]]] = [(local_dir, "", frozenset({walk.root}))]
+    while pending:
+        directory, base, parents = pending.pop()
+        try:
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as error:
+            walk.problems.append(f"{base or './'!r} cannot be read ({_reason(error)})")
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            relative = base + entry.name
+            problem = _name_problem(entry.name)
+            if problem is not None:
+                walk.problems.append(f"{relative!r} {problem}")
+                continue
+            status = _walk_entry(walk, entry, relative)
+            if status is None:
+                continue
+            if stat.S_ISDIR(status.st_mode):
+                real = Path(entry.path).resolve()
+                if real in parents:
+                    walk.problems.append(f"{relative!r} is a link to one of its own parents")
+                    continue
+                pending.append((Path(entry.path), relative + "/", parents | {real}))
+            elif stat.S_ISREG(status.st_mode):
+                walk.files.append((relative, Path(entry.path)))
+                walk.total_bytes += status.st_size
+            else:
+                walk.problems.append(
+                    f"{relative!r} is not a file or directory (a FIFO, socket or device)"
+                )
+    walk.files.sort()
+    return walk
+
+
+def scan_directory(local_dir: Path, kind: Kind) -> ScannedDirectory:
+    """The files to upload, after checking that the directory can be uploaded as a whole.
 
     Hidden files and directories (``.cache/`` left by Hugging Face downloads, ``.DS_Store``)
-    are not part of a model and are skipped. Weights must look like a Hugging Face model
-    directory, so that a wrong path fails here instead of in a pod minutes after start.
+    are not part of a model and are skipped. Anything else that cannot be read or uploaded
+    fails here, naming every such entry, so that no upload, deletion or manifest ever rests on
+    a partial listing. Weights must look like a Hugging Face model directory, so that a wrong
+    path fails here instead of in a pod minutes after start.
     """
     if not local_dir.is_dir():
         raise BadInput(f"{local_dir} is not a directory")
-    found: list[tuple[str, Path]] = []
-    for root, dirs, files in os.walk(local_dir):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            path = Path(root, name)
-            if path.is_file():
-                found.append((path.relative_to(local_dir).as_posix(), path))
-    found.sort()
+    walk = _walk(local_dir)
+    if walk.problems:
+        listed = "; ".join(walk.problems[:_MAX_LISTED])
+        more = len(walk.problems) - _MAX_LISTED
+        hint = (
+            " (copy link targets into the directory, e.g. with cp -rL)"
+            if walk.outside_links
+            else ""
+        )
+        raise BadInput(
+            f"cannot upload {local_dir} as it is, nothing was sent; "
+            f"{plural(len(walk.problems), 'problem')}: {listed}"
+            f"{f' (+{more} more)' if more > 0 else ''}{hint}"
+        )
+    found = walk.files
     top_level = {rel for rel, _ in found if "/" not in rel}
     for name in bookkeeping_names(kind):
         if name in top_level:
@@ -138,34 +295,74 @@ def scan_directory(local_dir: Path, kind: Kind) -> list[tuple[str, Path]]:
             )
     elif not found:
         raise BadInput(f"{local_dir} is empty; nothing to upload as artifacts")
-    return found
+    return ScannedDirectory(files=found, total_bytes=walk.total_bytes, links=walk.links)
 
 
-def sha256_file(path: Path, advance: Advance | None = None) -> str:
-    """SHA-256 of a file, read in chunks so that a 10 GB shard needs little memory."""
+def check_keys(target: S3Prefix, relatives: Iterable[str]) -> None:
+    """Every file's key under ``target`` must fit S3's key length, or nothing is uploaded."""
+    too_long = [r for r in relatives if len(target.key(r).encode()) > MAX_KEY_BYTES]
+    if too_long:
+        raise BadInput(
+            f"{plural(len(too_long), 'key')} under {target} would be longer than S3's "
+            f"{MAX_KEY_BYTES} bytes, e.g. {too_long[0]!r}; use a shorter prefix or shorter names"
+        )
+
+
+class _HashingStoppedError(Exception):
+    """Another file failed or the run was interrupted: the remaining hashes are not needed."""
+
+
+def file_digests(
+    path: Path, advance: Advance | None = None, stop: threading.Event | None = None
+) -> tuple[int, str, str]:
+    """Size, SHA-256 (hex) and CRC-32 (base64, as S3 takes it) of a file, in one streaming read.
+
+    The size is that of the bytes hashed, so the three always agree. Chunked, so that a 10 GB
+    shard needs little memory; ``stop`` ends the read early.
+    """
     digest = hashlib.sha256()
+    crc = 0
+    size = 0
     with path.open("rb") as stream:
         while chunk := stream.read(_HASH_CHUNK):
+            if stop is not None and stop.is_set():
+                raise _HashingStoppedError
             digest.update(chunk)
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
             if advance is not None:
                 advance(len(chunk))
-    return digest.hexdigest()
+    return size, digest.hexdigest(), base64.b64encode(crc.to_bytes(4, "big")).decode()
 
 
 def hash_files(
     files: Iterable[tuple[str, Path]], concurrency: int, advance: Advance | None = None
 ) -> list[LocalFile]:
-    """Size and hash every file, several at once (hashlib releases the GIL on large reads)."""
+    """Size and hash every file, several at once (hashlib releases the GIL on large reads).
+
+    The first unreadable file, Ctrl-C or SIGTERM stops every other hash within one chunk.
+    """
+    stop = threading.Event()
 
     def one(item: tuple[str, Path]) -> LocalFile:
         relative, path = item
         try:
-            return LocalFile(relative, path, path.stat().st_size, sha256_file(path, advance))
+            size, sha256, crc32 = file_digests(path, advance, stop)
         except OSError as error:
             raise CommandFailed(f"cannot read {path}: {error.strerror or error}") from None
+        return LocalFile(relative, path, size, sha256, crc32)
 
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
         return list(pool.map(one, files))
+    except KeyboardInterrupt:
+        stop.set()
+        raise Interrupted("interrupted while hashing; nothing was uploaded") from None
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def check_bucket(client: Any, target: S3Prefix) -> None:
@@ -173,15 +370,17 @@ def check_bucket(client: Any, target: S3Prefix) -> None:
     try:
         client.head_bucket(Bucket=target.bucket)
     except Exception as error:
-        if is_not_found(error):
-            raise CommandFailed(f"bucket {target.bucket} does not exist") from None
-        if error_code(error) in {"403", "AccessDenied"}:
-            raise CommandFailed(
-                f"access denied to bucket {target.bucket}; the credentials need "
-                "s3:ListBucket on it and s3:GetObject/s3:PutObject on the prefix"
-            ) from None
+        if not from_web_page(error):
+            if is_not_found(error):
+                raise CommandFailed(f"bucket {target.bucket} does not exist") from None
+            if error_code(error) in {"403", "AccessDenied"}:
+                raise CommandFailed(
+                    f"access denied to bucket {target.bucket}; the credentials need "
+                    "s3:ListBucket and s3:ListBucketMultipartUploads on it and "
+                    "s3:GetObject, s3:PutObject and s3:AbortMultipartUpload on the prefix"
+                ) from None
         raise CommandFailed(
-            f"cannot read bucket {target.bucket}: {describe_error(error)}"
+            f"cannot read bucket {target.bucket}: {describe_error(error, 'S3')}"
         ) from None
 
 
@@ -300,9 +499,12 @@ def transfer(
 ) -> TransferOutcome:
     """Upload ``files`` in parallel, multipart above the part size; stop at the first failure.
 
-    On a failure (or Ctrl-C, which propagates) leaving the transfer manager's block cancels
-    the remaining transfers and aborts their multipart uploads, so no partial object is ever
-    left looking complete; files that completed before stay and count on the next run.
+    Each file goes with its CRC-32 as the object's full-object checksum: S3 checks the bytes
+    it received against it and refuses the object (``BadDigest``) if the file changed after
+    it was hashed. On a failure (or Ctrl-C, which propagates) leaving the transfer manager's
+    block cancels the remaining transfers and aborts their multipart uploads, so no partial
+    object is ever left looking complete; files that completed before stay and count on the
+    next run.
     """
     from boto3.s3.transfer import (  # type: ignore[import-untyped]
         TransferConfig,
@@ -327,7 +529,13 @@ def transfer(
                     str(f.path),
                     target.bucket,
                     target.key(f.relative),
-                    extra_args={"Metadata": {SHA256_METADATA_KEY: f.sha256}},
+                    extra_args={
+                        "Metadata": {SHA256_METADATA_KEY: f.sha256},
+                        # Named as well as given: some endpoints (moto) keep a checksum only
+                        # when the request names its algorithm.
+                        "ChecksumAlgorithm": "CRC32",
+                        "ChecksumCRC32": f.crc32,
+                    },
                     subscribers=subscribers,
                 )
                 futures.append((f, future))
@@ -359,6 +567,98 @@ def verify(client: Any, target: S3Prefix, files: list[LocalFile]) -> None:
             f"after upload, {len(wrong)} objects under {target} are missing or have the wrong "
             f"size ({', '.join(wrong[:_MAX_LISTED])}); the manifest was not written, re-run"
         )
+
+
+def stored_crc32(client: Any, target: S3Prefix, relative: str) -> str | None:
+    """The full-object CRC-32 S3 keeps for an object, or None when it keeps none."""
+    with aws_errors(f"read {target.uri(relative)}"):
+        head = client.head_object(
+            Bucket=target.bucket, Key=target.key(relative), ChecksumMode="ENABLED"
+        )
+    value = head.get("ChecksumCRC32")
+    return str(value) if value else None
+
+
+def verify_checksums(
+    client: Any, target: S3Prefix, files: list[LocalFile], concurrency: int
+) -> None:
+    """Check that each object just written holds the bytes that were hashed.
+
+    S3 already refuses a mismatch on upload; this reads back the checksum it stored, so that
+    an endpoint that stored the object without checking it cannot leave an object that
+    contradicts its SHA-256 metadata. Such objects are deleted (this run wrote them; in a
+    versioned bucket the previous version stays) and the run fails before the manifest.
+    """
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        stored = list(pool.map(lambda f: stored_crc32(client, target, f.relative), files))
+    unchecked = [f.relative for f, crc in zip(files, stored, strict=True) if crc is None]
+    if unchecked:
+        raise CommandFailed(
+            f"S3 keeps no CRC-32 checksum for {plural(len(unchecked), 'uploaded object')} "
+            f"under {target} ({', '.join(unchecked[:_MAX_LISTED])}), so they cannot be "
+            "verified; the manifest was not written"
+        )
+    changed = [f.relative for f, crc in zip(files, stored, strict=True) if crc != f.crc32]
+    if changed:
+        delete_objects(client, target, changed)
+        raise CommandFailed(
+            f"{plural(len(changed), 'file')} changed while being uploaded "
+            f"({', '.join(changed[:_MAX_LISTED])}): S3 holds other bytes than the ones hashed, "
+            "so those objects were deleted and the manifest was not written. Make sure nothing "
+            "writes to the directory, then re-run"
+        )
+
+
+def abort_stale_uploads(client: Any, target: S3Prefix) -> list[str]:
+    """Abort the multipart uploads left open under the prefix; return their keys.
+
+    A killed process or a lost connection leaves its multipart uploads open: invisible, yet
+    billed for the parts already sent. Any open under the prefix when a run starts belongs to
+    an earlier run (two runs on one prefix at once would race on the manifest anyway), so it
+    is aborted and its file sent again whole.
+    """
+    aborted: list[str] = []
+    with aws_errors(f"list the open multipart uploads under {target}"):
+        pages = client.get_paginator("list_multipart_uploads").paginate(
+            Bucket=target.bucket, Prefix=target.prefix
+        )
+        stale = [(u["Key"], u["UploadId"]) for page in pages for u in page.get("Uploads", [])]
+    for key, upload_id in stale:
+        try:
+            client.abort_multipart_upload(Bucket=target.bucket, Key=key, UploadId=upload_id)
+        except Exception as error:
+            # Completed or aborted since it was listed: nothing left to do.
+            if error_code(error) == "NoSuchUpload":
+                continue
+            raise CommandFailed(
+                f"cannot abort the open multipart upload of s3://{target.bucket}/{key}: "
+                f"{describe_error(error, 'S3')}"
+            ) from None
+        aborted.append(target.relative(key))
+    return aborted
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Inside the block, SIGTERM stops the command as Ctrl-C does.
+
+    Python's default for SIGTERM ends the process on the spot, leaving every multipart upload
+    open; raised as ``KeyboardInterrupt`` it takes the same path as Ctrl-C, which aborts them
+    and reports what was kept. Signal handlers can only be set from the main thread;
+    elsewhere the block runs unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def delete_objects(client: Any, target: S3Prefix, relatives: list[str]) -> None:
@@ -446,6 +746,7 @@ def upload_directory(
     to_send = list(comparison.missing) + [f for f, _ in comparison.differing]
     to_delete = list(comparison.extra)
     report = UploadReport(skipped=list(comparison.unchanged))
+    report.aborted_uploads = abort_stale_uploads(client, target)
     present = set(comparison.bookkeeping)
     if (to_send or to_delete) and present:
         # The prefix is about to change: until the new manifest (and marker) are written it
@@ -463,12 +764,15 @@ def upload_directory(
     report.uploaded = list(outcome.done)
     if outcome.error is not None or outcome.not_done:
         where = f"{outcome.failed_file.relative}: " if outcome.failed_file else ""
-        reason = describe_error(outcome.error) if outcome.error else "not completed"
+        reason = describe_error(outcome.error, "S3") if outcome.error else "not completed"
+        if outcome.error is not None and error_code(outcome.error) == _CHECKSUM_MISMATCH:
+            reason = "it changed while it was uploaded, S3 refused bytes other than those hashed"
         raise CommandFailed(
             f"upload stopped ({where}{reason}); {len(outcome.done)} of {len(to_send)} files "
             "completed and are kept, the manifest was not written. Re-run the same command "
             "to upload only what is missing"
         )
+    verify_checksums(client, target, list(outcome.done), settings.concurrency)
     verify(client, target, local)
     if to_delete:
         delete_objects(client, target, to_delete)

@@ -1,0 +1,453 @@
+"""``upload`` against the real S3 emulator when things go wrong (issue 13, items 1-5).
+
+Unreadable and linked entries, a file that changes while it is sent, multipart uploads left
+open by a killed or terminated run, an endpoint that accepts connections and never answers,
+and keys S3 cannot take. Tests run as root here, so an unreadable directory is simulated by
+making ``os.scandir`` raise the ``PermissionError`` a non-root user would get.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.progress import Progress
+from typer.testing import Result
+
+from eks_inference.cli.aws import TIMEOUT_VARIABLE
+from eks_inference.cli.progress import STALL_AFTER_S, ByteProgress, StallColumn
+
+from .conftest import REPO_ROOT, ApiCalls
+
+Cli = Callable[..., Result]
+BUCKET = "eks-inference-test-models"
+PREFIX = "models/llama-3-8b/"
+URI = f"s3://{BUCKET}/{PREFIX}"
+MIB = 1024**2
+PART_SIZE = ("--part-size", "5")
+# Three parts of 5, 5 and 1 MiB.
+BIG = "model-00001-of-00002.safetensors"
+SMALL = "model-00002-of-00002.safetensors"
+WRITES = (
+    "PutObject",
+    "CreateMultipartUpload",
+    "UploadPart",
+    "CompleteMultipartUpload",
+    "DeleteObjects",
+)
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> Path:
+    """A model directory with a subdirectory (as Mistral's ``original/`` consolidated weights)."""
+    root = tmp_path / "llama"
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (root / BIG).write_bytes(os.urandom(11 * MIB))
+    (root / SMALL).write_bytes(os.urandom(300 * 1024))
+    (root / "original").mkdir()
+    (root / "original" / "consolidated.safetensors").write_bytes(os.urandom(64 * 1024))
+    return root
+
+
+@pytest.fixture
+def bucket(s3: Any) -> str:
+    s3.create_bucket(Bucket=BUCKET)
+    return BUCKET
+
+
+def _upload(cli: Cli, root: Path, *args: str) -> Result:
+    return cli("upload", root, URI, *PART_SIZE, *args)
+
+
+def _remote(s3: Any, prefix: str = PREFIX) -> dict[str, bytes]:
+    response = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
+    return {
+        item["Key"].removeprefix(prefix): s3.get_object(Bucket=BUCKET, Key=item["Key"])[
+            "Body"
+        ].read()
+        for item in response.get("Contents", [])
+    }
+
+
+def _open_uploads(s3: Any, prefix: str = PREFIX) -> list[str]:
+    uploads = s3.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix).get("Uploads", [])
+    return [u["Key"] for u in uploads]
+
+
+def _one_line_error(result: Result, exit_code: int) -> str:
+    assert result.exit_code == exit_code, (result.stdout, result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return errors[0]
+
+
+# Item 1: unreadable entries and links.
+
+
+def test_an_unreadable_directory_fails_the_run_before_anything_changes(
+    cli: Cli,
+    s3: Any,
+    bucket: str,
+    model_dir: Path,
+    api_calls: ApiCalls,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _upload(cli, model_dir).exit_code == 0
+    before = _remote(s3)
+    assert "original/consolidated.safetensors" in before
+
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if Path(path).name == "original":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    api_calls.clear()
+    # With --delete, a skipped directory would have cost the bucket its copy.
+    line = _one_line_error(_upload(cli, model_dir, "--delete"), 2)
+    assert "'original/' cannot be read (Permission denied)" in line
+    assert f"cannot upload {model_dir} as it is, nothing was sent; 1 problem:" in line
+    assert [name for name, _ in api_calls.calls if name in WRITES] == []
+    # The objects and the manifest of the complete upload are untouched.
+    assert _remote(s3) == before
+
+
+def test_links_that_leave_the_directory_are_refused_one_message_each(
+    cli: Cli, s3: Any, bucket: str, model_dir: Path, tmp_path: Path, api_calls: ApiCalls
+) -> None:
+    outside = tmp_path / "elsewhere"
+    (outside / "tokenizer").mkdir(parents=True)
+    (outside / "tokenizer" / "tokenizer.json").write_text("{}")
+    (outside / "extra.safetensors").write_bytes(b"weights kept elsewhere")
+    (model_dir / "extra.safetensors").symlink_to(outside / "extra.safetensors")
+    (model_dir / "tokenizer").symlink_to(outside / "tokenizer", target_is_directory=True)
+    (model_dir / "generation_config.json").symlink_to(model_dir / "no-such-file.json")
+    (model_dir / "original" / "loop").symlink_to("..", target_is_directory=True)
+
+    line = _one_line_error(_upload(cli, model_dir), 2)
+    assert "nothing was sent; 4 problems: " in line
+    assert f"'extra.safetensors' is a link to '{outside / 'extra.safetensors'}', outside" in line
+    assert f"'tokenizer' is a link to '{outside / 'tokenizer'}', outside the directory" in line
+    assert "'generation_config.json' is a link to " in line
+    assert "which does not exist" in line
+    assert "'original/loop' is a link to one of its own parents" in line
+    assert "cp -rL" in line
+    assert api_calls.calls == []
+    assert _remote(s3) == {}
+
+
+def test_links_inside_the_directory_are_uploaded_as_their_targets(
+    cli: Cli, s3: Any, bucket: str, model_dir: Path
+) -> None:
+    (model_dir / "pytorch_model.safetensors").symlink_to(SMALL)
+    (model_dir / "consolidated").symlink_to("original", target_is_directory=True)
+
+    result = _upload(cli, model_dir)
+    assert result.exit_code == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 2
+    assert "'consolidated' is a link to 'original' inside the directory" in notes[0]
+    assert f"'pytorch_model.safetensors' is a link to '{SMALL}' inside" in notes[1]
+    remote = _remote(s3)
+    assert remote["pytorch_model.safetensors"] == (model_dir / SMALL).read_bytes()
+    assert (
+        remote["consolidated/consolidated.safetensors"]
+        == remote["original/consolidated.safetensors"]
+    )
+    manifest = json.loads(remote["_manifest.json"])
+    assert {f["key"] for f in manifest["files"]} == set(remote) - {"_manifest.json"}
+
+
+def test_a_fifo_is_refused_instead_of_skipped_or_read_forever(
+    cli: Cli, bucket: str, model_dir: Path
+) -> None:
+    os.mkfifo(model_dir / "original" / "pipe")
+    line = _one_line_error(_upload(cli, model_dir), 2)
+    assert "'original/pipe' is not a file or directory (a FIFO, socket or device)" in line
+
+
+# Item 2: a file that changes while it is uploaded.
+
+
+def _crc32(data: bytes) -> str:
+    return base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+
+
+def test_a_file_changed_mid_upload_leaves_no_object_and_no_manifest(
+    cli: Cli, s3: Any, bucket: str, model_dir: Path, api_calls: ApiCalls
+) -> None:
+    big = model_dir / BIG
+    original = big.read_bytes()
+
+    def rewrite_during_second_part(operation: str, params: dict[str, Any]) -> None:
+        if operation == "UploadPart" and params["PartNumber"] == 2:
+            # Same size, other bytes, inside the part about to be read and sent.
+            with big.open("r+b") as stream:
+                stream.seek(6 * MIB)
+                stream.write(b"rewritten by another process")
+
+    api_calls.fail = rewrite_during_second_part
+    line = _one_line_error(_upload(cli, model_dir, "--concurrency", "1"), 1)
+    assert f"1 file changed while being uploaded ({BIG}): S3 holds other bytes" in line
+    remote = _remote(s3)
+    assert BIG not in remote
+    assert "_manifest.json" not in remote
+    # Every object that is there holds exactly the bytes its sha256 metadata names, and each
+    # upload asked S3 to check the bytes it received against the CRC-32 hashed locally.
+    for key, body in remote.items():
+        head = s3.head_object(Bucket=BUCKET, Key=PREFIX + key)
+        assert head["Metadata"]["sha256"] == hashlib.sha256(body).hexdigest()
+    puts = {p["Key"]: p for name, p in api_calls.calls if name == "PutObject"}
+    config = (model_dir / "config.json").read_bytes()
+    assert puts[PREFIX + "config.json"]["ChecksumCRC32"] == _crc32(config)
+    completes = [p for name, p in api_calls.calls if name == "CompleteMultipartUpload"]
+    assert [p["ChecksumCRC32"] for p in completes] == [_crc32(original)]
+
+    api_calls.fail = None
+    result = _upload(cli, model_dir)
+    assert result.exit_code == 0, result.stderr
+    remote = _remote(s3)
+    assert remote[BIG] == big.read_bytes()
+    listed = {f["key"]: f["sha256"] for f in json.loads(remote["_manifest.json"])["files"]}
+    assert listed[BIG] == hashlib.sha256(big.read_bytes()).hexdigest()
+
+
+# Item 3: multipart uploads left open by a killed or terminated run.
+
+_SIGNAL_AT_SECOND_PART = """
+import os, signal, sys, time
+from eks_inference.cli import aws
+from eks_inference.cli.main import main
+
+SIGNAL = getattr(signal, sys.argv[1])
+sys.argv = ["eks-inference", *sys.argv[2:]]
+real_connect = aws.connect
+
+
+def connect(profile=None):
+    session = real_connect(profile)
+
+    def send_signal(params, **_):
+        if params["PartNumber"] == 2:
+            os.kill(os.getpid(), SIGNAL)
+            # The main thread takes the signal while this part waits.
+            time.sleep(2)
+
+    session.session.events.register("before-parameter-build.s3.UploadPart", send_signal)
+    return session
+
+
+aws.connect = connect
+main()
+"""
+
+
+def _run_signalled(signal_name: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, sent ``signal_name`` while its multipart upload is open."""
+    command = [sys.executable, "-c", _SIGNAL_AT_SECOND_PART, signal_name]
+    command += ["upload", str(root), URI, *PART_SIZE, "--concurrency", "1"]
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
+
+
+def test_a_rerun_aborts_the_multipart_upload_a_killed_run_left_open(
+    cli: Cli, s3: Any, bucket: str, model_dir: Path, api_calls: ApiCalls
+) -> None:
+    killed = _run_signalled("SIGKILL", model_dir)
+    assert killed.returncode == -signal.SIGKILL
+    assert _open_uploads(s3) == [PREFIX + BIG]
+    s3.create_multipart_upload(Bucket=BUCKET, Key="models/other/shard.safetensors")
+
+    result = _upload(cli, model_dir)
+    assert result.exit_code == 0, result.stderr
+    assert f"aborted 1 multipart upload that an earlier run left open under {URI}" in (
+        result.stderr
+    )
+    assert _open_uploads(s3) == []
+    # Another prefix's upload is not this run's business.
+    assert _open_uploads(s3, "models/other/") == ["models/other/shard.safetensors"]
+    assert _remote(s3)[BIG] == (model_dir / BIG).read_bytes()
+
+
+def test_sigterm_stops_like_ctrl_c_and_leaves_no_open_upload(
+    s3: Any, bucket: str, model_dir: Path
+) -> None:
+    terminated = _run_signalled("SIGTERM", model_dir)
+    assert terminated.returncode == 130, terminated.stderr
+    assert terminated.stderr.strip().splitlines()[-1].startswith("error: interrupted;")
+    assert "Traceback" not in terminated.stderr
+    assert _open_uploads(s3) == []
+    assert "_manifest.json" not in _remote(s3)
+
+
+# Item 4: an endpoint that accepts connections and never answers.
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """A server on 127.0.0.1 that accepts every connection and never sends a byte."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            held.append(connection)
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+        for connection in held:
+            connection.close()
+
+
+def test_a_silent_endpoint_fails_in_bounded_time_with_one_line(
+    aws_env: str, silent_endpoint: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", silent_endpoint)
+    monkeypatch.setenv(TIMEOUT_VARIABLE, "0.5")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    started = time.monotonic()
+    completed = subprocess.run(
+        [sys.executable, "-m", "eks_inference", "upload", str(model_dir), URI],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=REPO_ROOT,
+    )
+    elapsed = time.monotonic() - started
+    assert completed.returncode == 1, completed.stderr
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1, completed.stderr
+    assert lines[0].startswith(f"error: cannot read bucket {BUCKET}: S3 at {silent_endpoint}")
+    assert "did not answer within 0.5 s on any attempt" in lines[0]
+    # Two attempts of 0.5 s, a backoff of at most 2 s, and the interpreter's start.
+    assert elapsed < 15
+
+
+def test_the_progress_bar_shows_a_stall() -> None:
+    progress = Progress(StallColumn(), console=Console(file=io.StringIO()))
+    advance = ByteProgress(progress).task("uploading", 100)
+    task = progress.tasks[0]
+    assert StallColumn().render(task).plain == ""
+    advance(10)
+    stalled_since = time.monotonic() - (STALL_AFTER_S + 37)
+    progress.update(task.id, last_progress=stalled_since)
+    assert (
+        StallColumn().render(progress.tasks[0]).plain
+        == f"no progress for {STALL_AFTER_S + 37:.0f} s"
+    )
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "86400"])
+def test_the_timeout_setting_is_checked(
+    cli: Cli, aws_env: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(TIMEOUT_VARIABLE, value)
+    line = _one_line_error(_upload(cli, model_dir), 2)
+    assert f"{TIMEOUT_VARIABLE}={value!r} must be a number of seconds" in line
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("AWS_MAX_ATTEMPTS", "abc"), ("AWS_MAX_ATTEMPTS", "0"), ("AWS_RETRY_MODE", "bogus")],
+)
+def test_retry_settings_botocore_rejects_are_bad_input(
+    cli: Cli,
+    aws_env: str,
+    model_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+) -> None:
+    # Retries follow the standard AWS settings now, so their mistakes must read as one line.
+    monkeypatch.setenv(variable, value)
+    line = _one_line_error(_upload(cli, model_dir), 2)
+    assert "the AWS configuration is invalid (" in line
+    assert "check AWS_MAX_ATTEMPTS, AWS_RETRY_MODE" in line
+
+
+# Item 5: keys S3 cannot take, part sizes, the suggested URI.
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("s3://bucket-name/models/../x/", "has an empty path segment ('//') or a '.' or '..'"),
+        ("s3://bucket-name/models/./x/", "has an empty path segment ('//') or a '.' or '..'"),
+        ("s3://bucket-name/models/a\x07b/", "has a control character, '?', '#' or '\\'"),
+        ("s3://bucket-name/models/x?versionId=1/", "has a control character, '?', '#' or '\\'"),
+        ("s3://bucket-name/models/x#frag/", "has a control character, '?', '#' or '\\'"),
+    ],
+)
+def test_unsafe_prefixes_are_refused(cli: Cli, model_dir: Path, uri: str, expected: str) -> None:
+    assert expected in _one_line_error(cli("upload", model_dir, uri), 2)
+
+
+@pytest.mark.parametrize("name", ["tok\x1benizer.json", "what?.json", "notes#1.json", "a\\b.json"])
+def test_file_names_that_cannot_be_keys_are_refused(
+    cli: Cli, model_dir: Path, api_calls: ApiCalls, name: str
+) -> None:
+    (model_dir / "original" / name).write_text("{}")
+    line = _one_line_error(_upload(cli, model_dir), 2)
+    shown = repr("original/" + name)
+    assert f"{shown} has a control character, '?', '#' or '\\' in its name, refused" in line
+    assert api_calls.calls == []
+
+
+def test_keys_longer_than_s3_allows_are_refused(cli: Cli, aws_env: str, model_dir: Path) -> None:
+    deep = model_dir / "original"
+    for _ in range(5):
+        deep = deep / ("d" * 200)
+    deep.mkdir(parents=True)
+    (deep / "tokenizer.json").write_text("{}")
+    line = _one_line_error(_upload(cli, model_dir), 2)
+    assert f"1 key under {URI} would be longer than S3's 1024 bytes" in line
+
+
+@pytest.mark.parametrize("part_size", ["5121", "1000000"])
+def test_part_size_is_capped_at_s3s_largest_part(
+    cli: Cli, aws_env: str, model_dir: Path, part_size: str
+) -> None:
+    line = _one_line_error(cli("upload", model_dir, URI, "--part-size", part_size), 2)
+    assert "--part-size must be at least 5 MiB and at most 5120 MiB" in line
+
+
+@pytest.mark.parametrize("uri", ["s3://models", "s3://models/"])
+def test_the_suggested_uri_does_not_double_the_prefix(cli: Cli, model_dir: Path, uri: str) -> None:
+    line = _one_line_error(cli("upload", model_dir, uri), 2)
+    assert "e.g. s3://models/MODEL/" in line
+    assert "models/models/" not in line
