@@ -13,7 +13,9 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, ValidationInfo
+
+from eks_inference.validation import rule_error
 
 # S3 general purpose bucket naming rules
 # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
@@ -87,5 +89,33 @@ Region = Annotated[str, Field(pattern=REGION_PATTERN)]
 """An AWS region name such as ``us-east-1``."""
 AccountId = Annotated[str, Field(pattern=ACCOUNT_ID_PATTERN)]
 """A 12-digit AWS account id."""
-CapacityType = Literal["ON_DEMAND", "SPOT"]
-"""EC2 purchasing option of a node group, in the EKS API's spelling."""
+CapacityType = Literal["ON_DEMAND", "SPOT", "RESERVED"]
+"""EC2 purchasing option of a node pool, in the EKS API's spelling; ``RESERVED`` (On-Demand
+Capacity Reservations) is Karpenter's, which managed node groups do not take."""
+# An ACM certificate in any partition (arn:aws:, arn:aws-cn:, arn:aws-us-gov:).
+CERTIFICATE_ARN_PATTERN = (
+    r"^arn:aws(-[a-z]+)*:acm:[a-z]{2}(-[a-z]+)+-\d:\d{12}:certificate/[0-9a-f-]{36}$"
+)
+CertificateArn = Annotated[str, Field(pattern=CERTIFICATE_ARN_PATTERN)]
+"""The ARN of an AWS Certificate Manager certificate."""
+
+
+def _valid_bucket_name(name: str) -> str:
+    problem = bucket_name_problem(name)
+    if problem is not None:
+        raise rule_error(problem)
+    return name
+
+
+def _valid_key_prefix(prefix: str, info: ValidationInfo) -> str:
+    field = (info.field_name or "key prefix").replace("_", " ")
+    problem = key_prefix_problem(prefix, name=field)
+    if problem is not None:
+        raise rule_error(problem)
+    return prefix
+
+
+BucketName = Annotated[str, AfterValidator(_valid_bucket_name)]
+"""An S3 general purpose bucket name (see :func:`bucket_name_problem`)."""
+KeyPrefix = Annotated[str, AfterValidator(_valid_key_prefix)]
+"""A key prefix inside a bucket, ending with ``/`` (see :func:`key_prefix_problem`)."""

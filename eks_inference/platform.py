@@ -10,16 +10,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    field_validator,
+    model_validator,
+)
 
-from eks_inference import sizing
-from eks_inference.aws_types import AccountId, Region, bucket_name_problem
+from eks_inference import sizing, spec_file
+from eks_inference.aws_types import AccountId, BucketName, Region
 from eks_inference.catalog import Accelerator
-from eks_inference.node_pools import NodePool
+from eks_inference.endpoints import Endpoint
+from eks_inference.names import MAX_ROLE_NAME_LENGTH, karpenter_node_role_name
+from eks_inference.node_pools import (
+    NodePool,
+    NodeProvisioning,
+    managed_node_group_problems,
+    system_pool_of,
+)
+from eks_inference.routes import Route, check_routes, resolve_routes
 from eks_inference.spec import ModelDeploymentSpec
-from eks_inference.validation import Problems
+from eks_inference.validation import Problems, Rule, validate_with_rules
 from eks_inference.versions import KUBERNETES_VERSION
 
 
@@ -38,7 +53,9 @@ class PlatformSpec(BaseModel):
     ``k8s_manifests/`` name the same bucket the CloudFormation template creates. ``region``
     fills the Mountpoint mount options (pods then need no instance metadata to find it).
     ``account_id`` is used only to write the registry of images the CDK app builds (the Neuron
-    Ray image) into ``k8s_manifests/``.
+    Ray image) into ``k8s_manifests/``. ``endpoint`` is the load balancer that exposes the
+    deployments (:class:`~eks_inference.endpoints.Endpoint`); without it they are reachable only
+    inside the cluster.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -51,18 +68,42 @@ class PlatformSpec(BaseModel):
         "synth itself stays environment-agnostic.",
     )
     kubernetes_version: str = KUBERNETES_VERSION
-    model_bucket_name: str
+    model_bucket_name: BucketName
     node_pools: tuple[NodePool, ...] = Field(min_length=1)
+    node_provisioning: NodeProvisioning = Field(
+        default="managed",
+        description="managed: a managed node group per pool, scaled by the Cluster Autoscaler; "
+        "karpenter: Karpenter launches every pool's nodes but the system pool's, which stays a "
+        "managed node group.",
+    )
     deployments: tuple[ModelDeploymentSpec, ...] = ()
+    endpoint: Endpoint | None = Field(
+        default=None,
+        description="The load balancer exposing the deployments' OpenAI APIs; none: in-cluster "
+        "Services only.",
+    )
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> PlatformSpec:
-        return cls.model_validate(yaml.safe_load(Path(path).read_text()))
+        """Load a platform file, read within the bounds of :mod:`eks_inference.spec_file`.
+
+        Raises :class:`~eks_inference.spec_file.SpecFileError` for a file that is not bounded,
+        duplicate-free YAML, ``ValidationError`` for a spec that breaks a rule, ``OSError``
+        when the file cannot be read.
+        """
+        return cls.model_validate(spec_file.load(path))
 
     @property
     def system_pool(self) -> NodePool:
         """The first CPU pool: system add-ons and Ray heads run there."""
-        return next(p for p in self.node_pools if p.accelerator is Accelerator.NONE)
+        return system_pool_of(self.node_pools)
+
+    def with_node_provisioning(self, node_provisioning: NodeProvisioning) -> PlatformSpec:
+        """This platform with its nodes provisioned by ``node_provisioning``, validated again
+        (the rules of each mode differ)."""
+        data = self.model_dump(mode="json", exclude_unset=True)
+        data["node_provisioning"] = node_provisioning
+        return type(self).model_validate(data)
 
     def pool_for(self, deployment: ModelDeploymentSpec) -> NodePool:
         return next(p for p in self.node_pools if deployment.instance_type in p.instance_types)
@@ -70,59 +111,88 @@ class PlatformSpec(BaseModel):
     def placement(self, deployment: ModelDeploymentSpec) -> Placement:
         return Placement(workers=self.pool_for(deployment), head=self.system_pool)
 
+    def routes(self) -> dict[str, Route]:
+        """Where each exposed deployment is reached, by deployment name (empty: no endpoint)."""
+        return resolve_routes(self.cluster_name, self.endpoint, self.deployments)
+
+    def route(self, deployment: ModelDeploymentSpec) -> Route | None:
+        """Where ``deployment`` is reached on the load balancer, or ``None`` if it is not."""
+        return self.routes().get(deployment.name)
+
     def deployment(self, name: str) -> ModelDeploymentSpec:
         for d in self.deployments:
             if d.name == name:
                 return d
         raise KeyError(f"no deployment {name!r}; known: {[d.name for d in self.deployments]}")
 
-    @model_validator(mode="after")
-    def _check_platform(self) -> PlatformSpec:
+    @field_validator("node_pools")
+    @classmethod
+    def _check_pools(cls, pools: tuple[NodePool, ...]) -> tuple[NodePool, ...]:
         problems = Problems("PlatformSpec")
-        bucket_problem = bucket_name_problem(self.model_bucket_name)
-        if bucket_problem is not None:
-            problems.add(("model_bucket_name",), bucket_problem, self.model_bucket_name)
-        _check_unique(problems, "node_pools", [p.name for p in self.node_pools])
-        _check_unique(problems, "deployments", [d.name for d in self.deployments])
-        if not any(p.accelerator is Accelerator.NONE for p in self.node_pools):
+        _check_unique(problems, [p.name for p in pools])
+        if not any(p.accelerator is Accelerator.NONE for p in pools):
             problems.add(
-                ("node_pools",),
+                (),
                 "add a CPU pool (e.g. instance_types: [m6i.2xlarge]): system add-ons and Ray "
                 "heads must not run on accelerator nodes",
             )
-        nodes_per_pool: dict[str, int] = {}
-        for i, deployment in enumerate(self.deployments):
-            pools = [p for p in self.node_pools if deployment.instance_type in p.instance_types]
-            if len(pools) != 1:
-                offered = sorted({t for p in self.node_pools for t in p.instance_types})
-                problems.add(
-                    ("deployments", i, "instance_type"),
-                    f"{len(pools)} node pools offer {deployment.instance_type}; exactly one "
-                    f"must (pools offer {', '.join(offered)}): add a pool for it or choose "
-                    "an offered type",
-                    deployment.instance_type,
-                )
-                continue
-            nodes_per_pool[pools[0].name] = (
-                nodes_per_pool.get(pools[0].name, 0) + deployment.nodes_during_rollout
-            )
-        for i, deployment in enumerate(self.deployments):
-            _check_compile_disk(problems, i, deployment, self.node_pools)
-        for j, pool in enumerate(self.node_pools):
-            needed = nodes_per_pool.get(pool.name, 0)
-            if needed > pool.max_size:
-                users = [d.name for d in self.deployments if d.instance_type in pool.instance_types]
-                problems.add(
-                    ("node_pools", j, "max_size"),
-                    f"deployments {users} need up to {needed} {pool.instance.name} nodes at "
-                    "max_replicas during a rollout (one surge pod per vLLM Deployment, a new "
-                    f"Ray cluster at min_replicas per RayService), but pool {pool.name!r} has "
-                    f"max_size {pool.max_size}; set "
-                    f"max_size >= {needed} or lower their max_replicas",
-                    pool.max_size,
-                )
         problems.raise_if_any()
-        return self
+        return pools
+
+    @field_validator("deployments")
+    @classmethod
+    def _check_deployment_names(
+        cls, deployments: tuple[ModelDeploymentSpec, ...]
+    ) -> tuple[ModelDeploymentSpec, ...]:
+        problems = Problems("PlatformSpec")
+        _check_unique(problems, [d.name for d in deployments])
+        problems.raise_if_any()
+        return deployments
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check_platform(
+        cls, data: Any, handler: ModelWrapValidatorHandler[PlatformSpec]
+    ) -> PlatformSpec:
+        return validate_with_rules(cls, data, handler, _RULES)
+
+
+def _check_placement(platform: PlatformSpec, problems: Problems) -> None:
+    """One pool offers each deployment's instance type, and holds them all during rollouts."""
+    nodes_per_pool: dict[str, int] = {}
+    for i, deployment in enumerate(platform.deployments):
+        pools = [p for p in platform.node_pools if deployment.instance_type in p.instance_types]
+        if len(pools) != 1:
+            offered = sorted({t for p in platform.node_pools for t in p.instance_types})
+            problems.add(
+                ("deployments", i, "instance_type"),
+                f"{len(pools)} node pools offer {deployment.instance_type}; exactly one "
+                f"must (pools offer {', '.join(offered)}): add a pool for it or choose "
+                "an offered type",
+                deployment.instance_type,
+            )
+            continue
+        nodes_per_pool[pools[0].name] = (
+            nodes_per_pool.get(pools[0].name, 0) + deployment.nodes_during_rollout
+        )
+    for j, pool in enumerate(platform.node_pools):
+        needed = nodes_per_pool.get(pool.name, 0)
+        if needed > pool.max_size:
+            users = [d.name for d in platform.deployments if d.instance_type in pool.instance_types]
+            problems.add(
+                ("node_pools", j, "max_size"),
+                f"deployments {users} need up to {needed} {pool.instance.name} nodes at "
+                "max_replicas during a rollout (one surge pod per vLLM Deployment, a new "
+                f"Ray cluster at min_replicas per RayService), but pool {pool.name!r} has "
+                f"max_size {pool.max_size}; set "
+                f"max_size >= {needed} or lower their max_replicas",
+                pool.max_size,
+            )
+
+
+def _check_compile_disks(platform: PlatformSpec, problems: Problems) -> None:
+    for i, deployment in enumerate(platform.deployments):
+        _check_compile_disk(problems, i, deployment, platform.node_pools)
 
 
 def _check_compile_disk(
@@ -146,9 +216,52 @@ def _check_compile_disk(
             )
 
 
-def _check_unique(problems: Problems, field: str, names: list[str]) -> None:
+def _check_node_provisioning(platform: PlatformSpec, problems: Problems) -> None:
+    """Managed node groups take what they can; Karpenter needs a running system node."""
+    karpenter = platform.node_provisioning == "karpenter"
+    system = platform.system_pool
+    for j, pool in enumerate(platform.node_pools):
+        if karpenter and pool is not system:
+            continue
+        for field, message in managed_node_group_problems(pool).items():
+            problems.add(("node_pools", j, field), message, getattr(pool, field))
+    if not karpenter:
+        return
+    if system.min_size < 1:
+        problems.add(
+            ("node_pools", platform.node_pools.index(system), "min_size"),
+            f"with node_provisioning: karpenter the system pool {system.name!r} runs Karpenter "
+            "itself and nothing else starts its first node (there is no Cluster Autoscaler); "
+            "set min_size >= 1 (2 for a highly available controller)",
+            system.min_size,
+        )
+    role = karpenter_node_role_name(platform.cluster_name)
+    if len(role) > MAX_ROLE_NAME_LENGTH:
+        problems.add(
+            ("cluster_name",),
+            f"Karpenter's node role {role!r} would be longer than IAM's "
+            f"{MAX_ROLE_NAME_LENGTH} characters; use a cluster name of at most "
+            f"{MAX_ROLE_NAME_LENGTH - len(role) + len(platform.cluster_name)} characters",
+            platform.cluster_name,
+        )
+
+
+def _check_routes(platform: PlatformSpec, problems: Problems) -> None:
+    check_routes(platform.cluster_name, platform.endpoint, platform.deployments, problems)
+
+
+def _check_unique(problems: Problems, names: list[str]) -> None:
     seen: set[str] = set()
     for i, name in enumerate(names):
         if name in seen:
-            problems.add((field, i, "name"), f"name {name!r} is used twice; names are unique")
+            problems.add((i, "name"), f"name {name!r} is used twice; names are unique")
         seen.add(name)
+
+
+# The rules across fields; the rules of one field are its validators, above.
+_RULES = (
+    Rule(frozenset({"node_pools", "deployments"}), _check_placement),
+    Rule(frozenset({"node_pools", "deployments"}), _check_compile_disks),
+    Rule(frozenset({"cluster_name", "endpoint", "deployments"}), _check_routes),
+    Rule(frozenset({"cluster_name", "node_pools", "node_provisioning"}), _check_node_provisioning),
+)

@@ -26,20 +26,84 @@ def weight_bytes(model: ModelArchitecture) -> int:
     return model.num_parameters * model.bytes_per_element
 
 
-def kv_cache_bytes_per_token(model: ModelArchitecture) -> int:
-    """Bytes of K and V for one token, all layers: 2 x layers x kv_heads x head_dim x dtype."""
+def kv_cache_bytes_per_token(model: ModelArchitecture, kv_heads: int | None = None) -> int:
+    """Bytes of K and V for one token, all layers: 2 x layers x kv_heads x head_dim x dtype.
+
+    ``kv_heads`` defaults to the model's; a tensor-parallel group that replicates KV heads
+    caches ``ShardedHeads.kv_heads`` of them.
+    """
     return (
         2
         * model.num_layers
-        * model.num_kv_heads
+        * (model.num_kv_heads if kv_heads is None else kv_heads)
         * model.effective_head_dim
         * model.bytes_per_element
     )
 
 
-def kv_cache_bytes(model: ModelArchitecture, max_model_len: int, max_num_seqs: int) -> int:
+def kv_cache_bytes(
+    model: ModelArchitecture, max_model_len: int, max_num_seqs: int, kv_heads: int | None = None
+) -> int:
     """KV cache for ``max_num_seqs`` sequences all at ``max_model_len`` tokens (the worst case)."""
-    return kv_cache_bytes_per_token(model) * max_model_len * max_num_seqs
+    return kv_cache_bytes_per_token(model, kv_heads) * max_model_len * max_num_seqs
+
+
+@dataclass(frozen=True)
+class ShardedHeads:
+    """The attention heads a tensor-parallel group holds altogether, padding and replicas included.
+
+    Each rank holds ``attention_heads / TP`` query heads and ``kv_heads / TP`` KV heads; where
+    these exceed the model's own counts, the extra heads cost weights and KV cache like real
+    ones.
+    """
+
+    attention_heads: int
+    kv_heads: int
+
+
+def sharded_heads(
+    model: ModelArchitecture, instance: InstanceType, tensor_parallel_size: int
+) -> ShardedHeads:
+    """How the model's heads are laid out over a TP group of ``instance``.
+
+    On Neuron, NxD Inference pads query heads with zeros up to a multiple of TP
+    (``get_number_of_extra_heads`` in neuronx-distributed's ``parallel_layers/pad.py``) and
+    lays out KV heads by ``get_shardable_head_counts`` in NxDI's ``modules/attention/gqa.py``:
+    kept when TP divides them, replicated to one per rank when they divide TP
+    (``REPLICATE_TO_TP_DEGREE``), otherwise replicated to one per query head
+    (``CONVERT_TO_MHA``; also for multi-head attention). Read at NxDI 0.9.0, commit ef2731e
+    (Neuron SDK 2.29, the newest public source), unchanged since NxDI's first release (SDK
+    2.21). On GPUs vLLM never pads and keeps ``max(1, kv_heads // TP)`` KV heads per GPU.
+    """
+    tp = tensor_parallel_size
+    heads, kv = model.num_attention_heads, model.num_kv_heads
+    if instance.accelerator is not Accelerator.NEURON:
+        return ShardedHeads(attention_heads=heads, kv_heads=max(1, kv // tp) * tp)
+    padded = -(-heads // tp) * tp
+    if heads == kv:
+        return ShardedHeads(attention_heads=padded, kv_heads=padded)
+    if kv % tp == 0:
+        return ShardedHeads(attention_heads=padded, kv_heads=kv)
+    return ShardedHeads(attention_heads=padded, kv_heads=tp if tp % kv == 0 else padded)
+
+
+def head_padding_bytes(model: ModelArchitecture, heads: ShardedHeads) -> int:
+    """Weights the padded and replicated heads add: rows of q/o and of k/v per extra head.
+
+    Each extra query head adds ``head_dim x hidden_size`` to the query and to the output
+    projection, each extra KV head as much to the key and to the value projection.
+    """
+    extra = (heads.attention_heads - model.num_attention_heads) + (
+        heads.kv_heads - model.num_kv_heads
+    )
+    return (
+        2
+        * extra
+        * model.num_layers
+        * model.effective_head_dim
+        * model.hidden_size
+        * model.bytes_per_element
+    )
 
 
 def usable_memory_fraction(instance: InstanceType, gpu_memory_utilization: float) -> float:
@@ -50,16 +114,22 @@ def usable_memory_fraction(instance: InstanceType, gpu_memory_utilization: float
 
 @dataclass(frozen=True)
 class MemoryFit:
-    """Weights plus worst-case KV cache against the usable memory of one tensor-parallel group."""
+    """Weights plus worst-case KV cache against the usable memory of one tensor-parallel group.
+
+    ``padding_bytes`` are the weights of padded and replicated attention heads (see
+    :func:`sharded_heads`), on top of the checkpoint's ``weight_bytes``; ``kv_cache_bytes``
+    counts replicated KV heads.
+    """
 
     weight_bytes: int
+    padding_bytes: int
     kv_cache_bytes: int
     capacity_bytes: int
     group_memory_bytes: int
 
     @property
     def required_bytes(self) -> int:
-        return self.weight_bytes + self.kv_cache_bytes
+        return self.weight_bytes + self.padding_bytes + self.kv_cache_bytes
 
     @property
     def fits(self) -> bool:
@@ -79,9 +149,11 @@ def memory_fit(
     gpu_memory_utilization: float = 0.9,
 ) -> MemoryFit:
     group = tensor_parallel_size * instance.memory_per_core_bytes
+    heads = sharded_heads(model, instance, tensor_parallel_size)
     return MemoryFit(
         weight_bytes=weight_bytes(model),
-        kv_cache_bytes=kv_cache_bytes(model, max_model_len, max_num_seqs),
+        padding_bytes=head_padding_bytes(model, heads),
+        kv_cache_bytes=kv_cache_bytes(model, max_model_len, max_num_seqs, heads.kv_heads),
         capacity_bytes=int(group * usable_memory_fraction(instance, gpu_memory_utilization)),
         group_memory_bytes=group,
     )
@@ -98,8 +170,8 @@ def max_num_seqs_that_fit(
     fit = memory_fit(
         model, instance, tensor_parallel_size, max_model_len, 1, gpu_memory_utilization
     )
-    free = fit.capacity_bytes - fit.weight_bytes
-    return max(free // (kv_cache_bytes_per_token(model) * max_model_len), 0)
+    free = fit.capacity_bytes - fit.weight_bytes - fit.padding_bytes
+    return max(free // fit.kv_cache_bytes, 0)
 
 
 def tensor_parallel_problem(
@@ -107,8 +179,11 @@ def tensor_parallel_problem(
 ) -> str | None:
     """Why ``tensor_parallel_size`` cannot work for ``model`` on ``instance``, or None.
 
-    The degree must be one the instance's topology runs, divide the attention heads, and on
-    GPUs either divide the KV heads or be a multiple of them (vLLM's sharding rule).
+    The degree must be one the instance's topology runs. On GPUs it must also divide the
+    attention heads, and either divide the KV heads or be a multiple of them (vLLM's sharding
+    rule). On Neuron the heads never rule a degree out: the vLLM Neuron plugin skips vLLM's
+    head-divisibility check and NxD Inference pads and replicates heads instead (see
+    :func:`sharded_heads`), which :func:`memory_fit` charges for.
     """
     tp = tensor_parallel_size
     if tp not in instance.valid_tensor_parallel:
@@ -116,16 +191,14 @@ def tensor_parallel_problem(
             f"tensor_parallel_size {tp} is not supported by the topology of {instance.name} "
             f"(valid: {list(instance.valid_tensor_parallel)})"
         )
+    if instance.accelerator is not Accelerator.NVIDIA:
+        return None
     if model.num_attention_heads % tp:
         return (
             f"tensor_parallel_size {tp} does not divide the model's "
             f"{model.num_attention_heads} attention heads"
         )
-    if (
-        instance.accelerator is Accelerator.NVIDIA
-        and model.num_kv_heads % tp
-        and tp % model.num_kv_heads
-    ):
+    if model.num_kv_heads % tp and tp % model.num_kv_heads:
         return (
             f"on GPUs the {model.num_kv_heads} KV heads must be divisible by "
             f"tensor_parallel_size {tp} (or TP a multiple of them)"
@@ -163,10 +236,13 @@ def decode_tokens_per_second_bound(
     Decoding is bandwidth-bound: every step of a replica streams its weights once and the KV
     cache of every running sequence, and yields one token per sequence. With a full batch at
     full context (the worst case the spec sizes for) a replica makes at most
-    ``max_num_seqs * group_bandwidth / (weights + kv_cache)`` tokens per second.
+    ``max_num_seqs * group_bandwidth / (weights + kv_cache)`` tokens per second, where padded
+    and replicated heads count like real ones: every rank streams its whole shard.
     """
     group_bandwidth = instance.bandwidth_per_core_bytes_per_s * tensor_parallel_size
-    bytes_per_step = weight_bytes(model) + kv_cache_bytes(model, max_model_len, max_num_seqs)
+    bytes_per_step = memory_fit(
+        model, instance, tensor_parallel_size, max_model_len, max_num_seqs
+    ).required_bytes
     per_replica = max_num_seqs * group_bandwidth / bytes_per_step
     return per_replica * replicas_per_node(instance, tensor_parallel_size)
 

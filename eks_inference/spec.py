@@ -1,26 +1,30 @@
 """``ModelDeploymentSpec``: what to serve, typed and validated before anything is built.
 
-Every rule a deployment must satisfy lives here. A spec that cannot work on its hardware fails
-with a :class:`pydantic.ValidationError` listing every problem at once, each under its field
-path and saying what would work.
+Every rule a deployment must satisfy lives here, or in the type of the field it concerns
+(bucket prefixes in :mod:`eks_inference.aws_types`, Neuron overrides in
+:mod:`eks_inference.neuron_overrides`). A spec that cannot work on its hardware fails with a
+:class:`pydantic.ValidationError` listing every problem at once, field errors and the rules
+across fields together, each under its field path and saying what would work.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    NonNegativeInt,
+    ModelWrapValidatorHandler,
     PositiveInt,
     model_validator,
 )
 
 from eks_inference import sizing
-from eks_inference.aws_types import key_prefix_problem
+from eks_inference.aws_types import KeyPrefix
 from eks_inference.catalog import (
     INSTANCE_TYPES,
     MODELS,
@@ -29,7 +33,9 @@ from eks_inference.catalog import (
     InstanceType,
     ModelArchitecture,
 )
-from eks_inference.validation import Problems
+from eks_inference.endpoints import DeploymentEndpoint
+from eks_inference.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
+from eks_inference.validation import Problems, Rule, rule_error, validate_with_rules
 
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 # A standalone vLLM Deployment rolls out one extra pod before removing an old one (maxSurge),
@@ -37,6 +43,49 @@ VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 VLLM_ROLLOUT_SURGE = 1
 Engine = Literal["vllm", "rayservice"]
 Loader = Literal["mountpoint", "runai_streamer"]
+# Upper bounds of the spec's counts, far beyond any deployment this library sizes: an absurd
+# value (thousands of digits, a few zeros too many) fails as a field error instead of flowing
+# into sizing arithmetic and messages thousands of characters long.
+MAX_MODEL_LEN = 2**24  # tokens; the longest context a released model claims is 10M
+MAX_NUM_SEQS = 2**16  # sequences per replica, 256 times vLLM's default batch
+MAX_REPLICAS = 10_000  # per deployment, far beyond what one node pool holds
+# Instance types named where a model fits, one per family, cheapest first: enough to choose
+# from, on one line.
+_MAX_LISTED_INSTANCES = 4
+
+
+def _vllm_block_size(value: int) -> int:
+    if value not in VLLM_BLOCK_SIZES:
+        raise rule_error(
+            f"block_size {value} is not a vLLM block size; use one of {list(VLLM_BLOCK_SIZES)}"
+        )
+    return value
+
+
+def _power_of_two(bucket: int) -> int:
+    if bucket & (bucket - 1):
+        below = 1 << (bucket.bit_length() - 1)
+        raise rule_error(f"bucket {bucket} is not a power of two; use {below} or {below * 2}")
+    return bucket
+
+
+def _accelerator_instance_type(name: str) -> str:
+    instance = INSTANCE_TYPES.get(name)
+    if instance is None or instance.accelerator is Accelerator.NONE:
+        accelerated = sorted(
+            n for n, t in INSTANCE_TYPES.items() if t.accelerator is not Accelerator.NONE
+        )
+        raise rule_error(
+            f"{name!r} is not an accelerator instance type in the catalog; use one of "
+            f"{', '.join(accelerated)}"
+        )
+    return name
+
+
+AcceleratorInstanceType = Annotated[str, AfterValidator(_accelerator_instance_type)]
+"""A catalog instance type with accelerators (Inferentia2 or NVIDIA)."""
+SequenceBucket = Annotated[int, Field(ge=1, le=MAX_MODEL_LEN), AfterValidator(_power_of_two)]
+"""A Neuron sequence bucket: a power of two, in tokens."""
 
 
 class ModelRef(BaseModel):
@@ -76,24 +125,53 @@ class Limits(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_model_len: PositiveInt = 4096
-    max_num_seqs: PositiveInt = 32
-    block_size: int = Field(default=16, description=f"KV block size, one of {VLLM_BLOCK_SIZES}.")
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=0.98)
+    max_model_len: int = Field(default=4096, ge=1, le=MAX_MODEL_LEN)
+    max_num_seqs: int = Field(default=32, ge=1, le=MAX_NUM_SEQS)
+    block_size: Annotated[int, AfterValidator(_vllm_block_size)] = Field(
+        default=16, description=f"KV block size, one of {VLLM_BLOCK_SIZES}."
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9,
+        gt=0,
+        le=0.98,
+        description="GPUs only: share of GPU memory vLLM may use for weights and KV cache.",
+    )
 
 
 class Scaling(BaseModel):
     """Replica bounds and the queue-depth target Ray Serve scales on.
 
     ``target_ongoing_requests`` defaults to three quarters of ``max_num_seqs``: a replica
-    scales out before its batch is full, so requests rarely wait in a queue.
+    scales out before its batch is full, so requests rarely wait in a queue. ``autoscale``
+    applies to ``engine: vllm`` only (Ray Serve always scales between the bounds): it gives
+    the Deployment a KEDA autoscaler on the engine's queue depth and KV-cache use, fed by the
+    cluster's Prometheus. Off by default, so a standalone Deployment stays a fixed size
+    unless the metrics pipeline is asked for.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    min_replicas: NonNegativeInt = 1
-    max_replicas: PositiveInt = 1
-    target_ongoing_requests: PositiveInt | None = None
+    min_replicas: int = Field(default=1, ge=0, le=MAX_REPLICAS)
+    max_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    target_ongoing_requests: int | None = Field(default=None, ge=1, le=MAX_NUM_SEQS)
+    autoscale: bool = Field(
+        default=False,
+        description="engine: vllm only: scale the Deployment between min_replicas and "
+        "max_replicas with KEDA on queue depth and KV-cache use (Prometheus).",
+    )
+
+    @model_validator(mode="after")
+    def _check_range(self) -> Scaling:
+        if self.min_replicas > self.max_replicas:
+            problems = Problems("Scaling")
+            problems.add(
+                ("min_replicas",),
+                f"min_replicas ({self.min_replicas}) exceeds max_replicas "
+                f"({self.max_replicas}); set min_replicas <= max_replicas",
+                self.min_replicas,
+            )
+            problems.raise_if_any()
+        return self
 
 
 class Weights(BaseModel):
@@ -106,7 +184,7 @@ class Weights(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    prefix: str = Field(description="Key prefix in the model bucket, ending '/'.")
+    prefix: KeyPrefix = Field(description="Key prefix in the model bucket, ending '/'.")
     loader: Loader = "mountpoint"
 
 
@@ -115,12 +193,13 @@ class NeuronOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    compiled_artifacts_prefix: str | None = Field(
+    compiled_artifacts_prefix: KeyPrefix | None = Field(
         default=None,
         description="Bucket prefix under which compiled artifacts are kept, ending '/'.",
     )
-    sequence_buckets: tuple[PositiveInt, ...] = Field(
+    sequence_buckets: tuple[SequenceBucket, ...] = Field(
         default=(),
+        max_length=64,
         description="Context-encoding and token-generation buckets (powers of two); "
         "empty lets the Neuron plugin derive them from max_model_len.",
     )
@@ -132,9 +211,10 @@ class NeuronOptions(BaseModel):
         default=False,
         description="Opt in to architectures known to compile poorly on Neuron (Gemma).",
     )
-    overrides: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Extra override_neuron_config entries; they change the compiled graph.",
+    overrides: NeuronOverrides = Field(
+        default_factory=NeuronConfigOverrides,
+        description="Extra override_neuron_config entries (NeuronConfig keys this library "
+        "allows, each with its type); they change the compiled graph.",
     )
     run_compile_job: bool = Field(
         default=False,
@@ -166,13 +246,18 @@ class ModelDeploymentSpec(BaseModel):
         description="DNS-1123 label; prefixes every Kubernetes object of the deployment.",
     )
     model: CatalogOrExplicitModel
-    instance_type: str
+    instance_type: AcceleratorInstanceType
     engine: Engine = "rayservice"
     tensor_parallel_size: PositiveInt = 1
     limits: Limits = Limits()
     scaling: Scaling = Scaling()
     weights: Weights
     neuron: NeuronOptions | None = None
+    endpoint: DeploymentEndpoint = Field(
+        default_factory=DeploymentEndpoint,
+        description="Whether and where the deployment is reached on the platform's load "
+        "balancer (see PlatformSpec.endpoint).",
+    )
 
     @property
     def instance(self) -> InstanceType:
@@ -247,91 +332,59 @@ class ModelDeploymentSpec(BaseModel):
             self.limits.gpu_memory_utilization,
         )
 
-    @model_validator(mode="after")
-    def _check_rules(self) -> ModelDeploymentSpec:
-        problems = Problems("ModelDeploymentSpec")
-        _check_prefix(problems, ("weights", "prefix"), self.weights.prefix)
-        _check_scaling(self, problems)
-        if self.limits.block_size not in VLLM_BLOCK_SIZES:
-            problems.add(
-                ("limits", "block_size"),
-                f"block_size {self.limits.block_size} is not a vLLM block size; "
-                f"use one of {list(VLLM_BLOCK_SIZES)}",
-                self.limits.block_size,
-            )
-        instance = INSTANCE_TYPES.get(self.instance_type)
-        if instance is None or instance.accelerator is Accelerator.NONE:
-            accelerated = sorted(
-                n for n, t in INSTANCE_TYPES.items() if t.accelerator.value != "none"
-            )
-            problems.add(
-                ("instance_type",),
-                f"{self.instance_type!r} is not an accelerator instance type in the catalog; "
-                f"use one of {', '.join(accelerated)}",
-                self.instance_type,
-            )
-        else:
-            if _check_tensor_parallel(self, instance, problems):
-                _check_memory(self, instance, problems)
-            _check_accelerator_options(self, instance, problems)
-        problems.raise_if_any()
-        return self
-
-
-def _check_prefix(problems: Problems, loc: tuple[str, ...], prefix: str | None) -> None:
-    problem = None if prefix is None else key_prefix_problem(prefix, name=" ".join(loc))
-    if problem is not None:
-        problems.add(loc, problem, prefix)
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check_rules(
+        cls, data: Any, handler: ModelWrapValidatorHandler[ModelDeploymentSpec]
+    ) -> ModelDeploymentSpec:
+        return validate_with_rules(cls, data, handler, _RULES)
 
 
 def _check_scaling(spec: ModelDeploymentSpec, problems: Problems) -> None:
     scaling = spec.scaling
-    if scaling.min_replicas > scaling.max_replicas:
-        problems.add(
-            ("scaling", "min_replicas"),
-            f"min_replicas ({scaling.min_replicas}) exceeds max_replicas "
-            f"({scaling.max_replicas}); set min_replicas <= max_replicas",
-            scaling.min_replicas,
-        )
-    elif spec.engine == "vllm" and scaling.min_replicas != scaling.max_replicas:
+    if spec.engine != "vllm":
+        return
+    if not scaling.autoscale and scaling.min_replicas != scaling.max_replicas:
         problems.add(
             ("scaling", "max_replicas"),
-            "a standalone vLLM Deployment runs a fixed number of replicas; set max_replicas "
-            f"= min_replicas ({scaling.min_replicas}), or use engine: rayservice to autoscale "
-            "on queue depth",
+            "a standalone vLLM Deployment without autoscaling runs a fixed number of "
+            f"replicas; set max_replicas = min_replicas ({scaling.min_replicas}), "
+            "autoscale: true to scale on queue depth with KEDA, or engine: rayservice",
+            scaling.max_replicas,
+        )
+    if scaling.autoscale and scaling.min_replicas < 1:
+        # The queue the autoscaler reads is the engines' own: with no replica there is no
+        # metric to wake it, and no proxy holds the first request while one starts.
+        problems.add(
+            ("scaling", "min_replicas"),
+            "a standalone vLLM Deployment does not scale to zero (its queue-depth metric "
+            "comes from its own replicas, and nothing holds a request while one loads); set "
+            "min_replicas >= 1, or use engine: rayservice, whose proxy on the Ray head holds "
+            "the first request while a replica starts",
+            scaling.min_replicas,
+        )
+    if scaling.autoscale and scaling.min_replicas == scaling.max_replicas:
+        problems.add(
+            ("scaling", "max_replicas"),
+            f"autoscale: true needs a range to scale in; set max_replicas above min_replicas "
+            f"({scaling.min_replicas}), or autoscale: false for a fixed size",
             scaling.max_replicas,
         )
 
 
-def _check_tensor_parallel(
-    spec: ModelDeploymentSpec, instance: InstanceType, problems: Problems
-) -> bool:
-    """Check TP against the topology and the heads; True when TP is usable for sizing."""
-    arch = spec.model.architecture
-    problem = sizing.tensor_parallel_problem(arch, instance, spec.tensor_parallel_size)
-    if problem is None:
-        return True
-    usable = list(sizing.usable_tensor_parallel(arch, instance)) or "none"
-    problems.add(
-        ("tensor_parallel_size",),
-        f"{problem}; degrees that work for this model on {instance.name}: {usable}",
-        spec.tensor_parallel_size,
-    )
-    return False
+def _check_context_length(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    context = spec.model.architecture.context_length_problem(spec.limits.max_model_len)
+    if context is not None:
+        problems.add(("limits", "max_model_len"), context, spec.limits.max_model_len)
 
 
-def _check_memory(spec: ModelDeploymentSpec, instance: InstanceType, problems: Problems) -> None:
-    fit = spec.memory_fit
-    if fit.fits:
-        return
-    arch = spec.model.architecture
-    limits = spec.limits
-    larger = [
+def _fitting_degrees(spec: ModelDeploymentSpec, instance: InstanceType) -> list[int]:
+    """Degrees of ``instance`` that run the model and hold it at the spec's limits."""
+    arch, limits = spec.model.architecture, spec.limits
+    return [
         d
-        for d in instance.valid_tensor_parallel
-        if d > spec.tensor_parallel_size
-        and arch.num_attention_heads % d == 0
-        and sizing.memory_fit(
+        for d in sizing.usable_tensor_parallel(arch, instance)
+        if sizing.memory_fit(
             arch,
             instance,
             d,
@@ -340,6 +393,49 @@ def _check_memory(spec: ModelDeploymentSpec, instance: InstanceType, problems: P
             limits.gpu_memory_utilization,
         ).fits
     ]
+
+
+def _where_it_fits(spec: ModelDeploymentSpec) -> str:
+    """The cheapest catalog instance type of each family that holds the model at its limits.
+
+    Named with their smallest fitting degree, for a model that no degree of the chosen
+    instance holds: the fix is another instance type, not another degree.
+    """
+    fitting: dict[str, str] = {}
+    for instance in sorted(INSTANCE_TYPES.values(), key=lambda t: (t.price_per_hour, t.name)):
+        if instance.accelerator is Accelerator.NONE or instance.family in fitting:
+            continue
+        degrees = _fitting_degrees(spec, instance)
+        if degrees:
+            fitting[instance.family] = f"{instance.name} (TP {degrees[0]})"
+    if not fitting:
+        return (
+            "a shorter max_model_len or a smaller max_num_seqs: no instance type of the "
+            "catalog holds it at these limits"
+        )
+    listed = list(fitting.values())[:_MAX_LISTED_INSTANCES]
+    return f"a larger instance type where it fits: {', '.join(listed)}"
+
+
+def _check_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """The degree runs on the topology (and the heads), and the TP group holds the model."""
+    instance = spec.instance
+    arch = spec.model.architecture
+    limits = spec.limits
+    fitting = _fitting_degrees(spec, instance)
+    problem = sizing.tensor_parallel_problem(arch, instance, spec.tensor_parallel_size)
+    if problem is not None:
+        hint = (
+            f"degrees that work for this model on {instance.name}: {fitting}"
+            if fitting
+            else f"no degree of {instance.name} holds this model; use {_where_it_fits(spec)}"
+        )
+        problems.add(("tensor_parallel_size",), f"{problem}; {hint}", spec.tensor_parallel_size)
+        return
+    fit = spec.memory_fit
+    if fit.fits:
+        return
+    larger = [d for d in fitting if d > spec.tensor_parallel_size]
     seqs = sizing.max_num_seqs_that_fit(
         arch,
         instance,
@@ -352,11 +448,16 @@ def _check_memory(spec: ModelDeploymentSpec, instance: InstanceType, problems: P
         fixes.append(f"tensor_parallel_size {larger[0]}")
     if seqs:
         fixes.append(f"max_num_seqs <= {seqs}")
-    if not fixes:
-        fixes.append("a larger instance type or a shorter max_model_len")
+    if not fitting:
+        fixes.append(_where_it_fits(spec))
+    padding = (
+        f" + {sizing.gib(fit.padding_bytes):.1f} GiB of padded and replicated heads"
+        if fit.padding_bytes
+        else ""
+    )
     problems.add(
         ("tensor_parallel_size",),
-        f"weights ({sizing.gib(fit.weight_bytes):.1f} GiB) plus KV cache for "
+        f"weights ({sizing.gib(fit.weight_bytes):.1f} GiB{padding}) plus KV cache for "
         f"{limits.max_num_seqs} x {limits.max_model_len} tokens "
         f"({sizing.gib(fit.kv_cache_bytes):.1f} GiB) exceed the "
         f"{sizing.gib(fit.capacity_bytes):.1f} GiB usable on {spec.tensor_parallel_size} "
@@ -365,11 +466,9 @@ def _check_memory(spec: ModelDeploymentSpec, instance: InstanceType, problems: P
     )
 
 
-def _check_accelerator_options(
-    spec: ModelDeploymentSpec, instance: InstanceType, problems: Problems
-) -> None:
+def _check_loader(spec: ModelDeploymentSpec, problems: Problems) -> None:
     if spec.weights.loader == "runai_streamer" and (
-        spec.engine != "vllm" or instance.accelerator is not Accelerator.NVIDIA
+        spec.engine != "vllm" or spec.accelerator is not Accelerator.NVIDIA
     ):
         problems.add(
             ("weights", "loader"),
@@ -377,37 +476,118 @@ def _check_accelerator_options(
             "mountpoint here",
             spec.weights.loader,
         )
-    if instance.accelerator is not Accelerator.NEURON:
-        if spec.neuron is not None:
-            problems.add(
-                ("neuron",),
-                f"neuron options apply only to inf2 instance types, not {instance.name}; "
-                "remove them",
-            )
+
+
+def _check_gpu_only_limits(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    # On Neuron any other value would be silently ignored: the sizing and the engine use the
+    # Neuron runtime's fixed share instead. The default itself is accepted, since a spec
+    # copied through model_dump() carries it explicitly without asking for anything.
+    default = Limits.model_fields["gpu_memory_utilization"].default
+    if spec.on_neuron and spec.limits.gpu_memory_utilization != default:
+        problems.add(
+            ("limits", "gpu_memory_utilization"),
+            f"gpu_memory_utilization applies to GPUs only; on {spec.instance_type} the model "
+            f"gets a fixed {sizing.NEURON_USABLE_MEMORY_FRACTION:.0%} of each NeuronCore's "
+            "memory: remove it",
+            spec.limits.gpu_memory_utilization,
+        )
+
+
+def _check_neuron_only_on_inf2(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    if spec.neuron is not None and not spec.on_neuron:
+        problems.add(
+            ("neuron",),
+            f"neuron options apply only to inf2 instance types, not {spec.instance_type}; "
+            "remove them",
+        )
+
+
+def _check_neuron_buckets(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    if not spec.on_neuron:
         return
     options = spec.neuron_options
+    max_model_len = spec.limits.max_model_len
     for i, bucket in enumerate(options.sequence_buckets):
-        if bucket & (bucket - 1) or bucket > spec.limits.max_model_len:
+        if bucket > max_model_len:
             problems.add(
                 ("neuron", "sequence_buckets", i),
-                f"bucket {bucket} must be a power of two no larger than max_model_len "
-                f"({spec.limits.max_model_len})",
+                f"bucket {bucket} exceeds max_model_len ({max_model_len}); drop it or raise "
+                "max_model_len",
                 bucket,
             )
-    prefix = options.compiled_artifacts_prefix
-    _check_prefix(problems, ("neuron", "compiled_artifacts_prefix"), prefix)
-    if prefix is None and not options.allow_compile_at_startup:
+    overridden = (
+        ("context_encoding_buckets", options.overrides.get("context_encoding_buckets", [])),
+        ("token_generation_buckets", options.overrides.get("token_generation_buckets", [])),
+    )
+    for key, buckets in overridden:
+        # NxD Inference refuses a bucket beyond the context when it compiles, hours later.
+        too_long = [b for b in buckets if b > max_model_len]
+        if too_long:
+            problems.add(
+                ("neuron", "overrides", key),
+                f"buckets {too_long} exceed max_model_len ({max_model_len})",
+                too_long,
+            )
+
+
+def _check_compiled_artifacts(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    options = spec.neuron_options
+    if (
+        spec.on_neuron
+        and options.compiled_artifacts_prefix is None
+        and not options.allow_compile_at_startup
+    ):
         problems.add(
             ("neuron", "compiled_artifacts_prefix"),
             "Neuron serving needs compiled artifacts (compiling in the pod takes ~15 minutes "
             "per replica); set compiled_artifacts_prefix, e.g. neuron-artifacts/, or "
             "allow_compile_at_startup: true for development",
         )
+
+
+def _check_poor_compile_architecture(spec: ModelDeploymentSpec, problems: Problems) -> None:
     family = spec.model.architecture.family
-    if family in NEURON_POOR_COMPILE_FAMILIES and not options.allow_poor_compile_architecture:
+    if (
+        spec.on_neuron
+        and family in NEURON_POOR_COMPILE_FAMILIES
+        and not spec.neuron_options.allow_poor_compile_architecture
+    ):
         problems.add(
             ("neuron", "allow_poor_compile_architecture"),
             f"the {family} family fails or compiles poorly on Neuron (mixed attention "
             "configurations); serve it on a GPU instance, or set "
             "allow_poor_compile_architecture: true after testing a compile",
         )
+
+
+def _rule(
+    reads: str, check: Callable[[ModelDeploymentSpec, Problems], None]
+) -> Rule[ModelDeploymentSpec]:
+    return Rule(frozenset(reads.split()), check)
+
+
+# The rules across fields, each with every field it reads, down to the field of a nested model
+# where it reads only some (properties included: ``instance`` and ``on_neuron`` read
+# instance_type, ``memory_fit`` the model, instance, degree and three limits). Rules of one
+# field are part of its type, above, so a field error never hides them.
+_LIMITS_SIZED = "limits.max_model_len limits.max_num_seqs limits.gpu_memory_utilization"
+_RULES = (
+    _rule("engine scaling.min_replicas scaling.max_replicas scaling.autoscale", _check_scaling),
+    _rule("model limits.max_model_len", _check_context_length),
+    _rule(f"model instance_type tensor_parallel_size {_LIMITS_SIZED}", _check_fit),
+    _rule("weights.loader engine instance_type", _check_loader),
+    _rule("instance_type limits.gpu_memory_utilization", _check_gpu_only_limits),
+    _rule("instance_type neuron", _check_neuron_only_on_inf2),
+    _rule(
+        "instance_type neuron.sequence_buckets neuron.overrides limits.max_model_len",
+        _check_neuron_buckets,
+    ),
+    _rule(
+        "instance_type neuron.compiled_artifacts_prefix neuron.allow_compile_at_startup",
+        _check_compiled_artifacts,
+    ),
+    _rule(
+        "instance_type model neuron.allow_poor_compile_architecture",
+        _check_poor_compile_architecture,
+    ),
+)

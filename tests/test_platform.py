@@ -86,6 +86,7 @@ def test_neuron_compile_must_fit_the_pool_root_volume() -> None:
             "num_kv_heads": 8,
             "vocab_size": 64000,
             "num_parameters": 34_000_000_000,
+            "max_position_embeddings": 16384,
         },
     }
     data["deployments"][0]["limits"] = {"max_model_len": 4096, "max_num_seqs": 8}

@@ -20,6 +20,7 @@ _ODD_KV_MODEL = {
         "num_kv_heads": 12,
         "vocab_size": 32000,
         "num_parameters": 3_000_000_000,
+        "max_position_embeddings": 8192,
     },
 }
 
@@ -63,10 +64,10 @@ BAD_SPECS = [
         id="tp-not-on-topology",
     ),
     pytest.param(
-        neuron_spec(model="qwen2.5-7b", tensor_parallel_size=8),
+        gpu_spec(model="qwen2.5-7b", instance_type="g6e.48xlarge", tensor_parallel_size=8),
         "tensor_parallel_size",
-        "degrees that work for this model on inf2.48xlarge: [1, 2, 4]",
-        id="tp-does-not-divide-heads",
+        "degrees that work for this model on g6e.48xlarge: [1, 2, 4]",
+        id="gpu-tp-does-not-divide-heads",
     ),
     pytest.param(
         gpu_spec(model=_ODD_KV_MODEL, instance_type="g6e.48xlarge", tensor_parallel_size=8),

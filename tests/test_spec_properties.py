@@ -18,13 +18,20 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from ray.serve.schema import ServeDeploySchema
 
+from eks_inference import sizing
 from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
 from eks_inference.charts.render import render_platform
 from eks_inference.platform import PlatformSpec
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
-from tests.charts.helpers import RAYSERVICE_CRD, of_kind, rayservice_schema_errors, serve_config
+from tests.charts.helpers import (
+    RAYSERVICE_CRD,
+    is_custom_resource,
+    of_kind,
+    rayservice_schema_errors,
+    serve_config,
+)
 
 ACCELERATED = sorted(n for n, t in INSTANCE_TYPES.items() if t.accelerator is not Accelerator.NONE)
 
@@ -72,6 +79,7 @@ architectures = st.fixed_dictionaries(
         "num_kv_heads": st.integers(-1, 16),
         "vocab_size": st.sampled_from([0, 32000]),
         "num_parameters": st.sampled_from([-1, 10**9, 8 * 10**9, 400 * 10**9]),
+        "max_position_embeddings": st.sampled_from([0, 2048, 131072]),
     },
     optional={"head_dim": st.sampled_from([None, 0, 128]), "dtype": st.sampled_from(["int3"])},
 )
@@ -119,7 +127,12 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def platform_for(spec: ModelDeploymentSpec) -> PlatformSpec:
-    """A platform whose pools offer the spec's instance type and hold it, rollouts included."""
+    """A platform whose pools offer the spec's instance type and hold it, rollouts included.
+
+    Root volumes hold the images and, on Neuron, the compile job's disk (a 70B model needs
+    more than the 200 GiB default).
+    """
+    disk = sizing.compile_disk_gib(spec.model.architecture) + sizing.NODE_IMAGE_AND_SYSTEM_GIB
     return PlatformSpec.model_validate(
         {
             "model_bucket_name": CONTEXT.bucket_name,
@@ -129,6 +142,7 @@ def platform_for(spec: ModelDeploymentSpec) -> PlatformSpec:
                     "name": "accelerators",
                     "instance_types": [spec.instance_type],
                     "max_size": max(spec.nodes_during_rollout, 1),
+                    "disk_size_gib": max(disk, 200),
                 },
             ],
             "deployments": [spec],
@@ -138,7 +152,7 @@ def platform_for(spec: ModelDeploymentSpec) -> PlatformSpec:
 
 def assert_schema_valid(objects: list[dict[str, Any]]) -> None:
     for obj in objects:
-        if obj["apiVersion"] != "ray.io/v1":
+        if not is_custom_resource(obj):
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     for service in of_kind(objects, "RayService"):
         ServeDeploySchema.model_validate(serve_config(service))

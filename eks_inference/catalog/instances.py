@@ -27,7 +27,10 @@ class InstanceType:
 
     ``cores`` counts the units a tensor-parallel group is built from: NeuronCores on
     Inferentia2 (two per chip), GPUs on NVIDIA instances. ``valid_tensor_parallel`` lists the
-    degrees the hardware topology supports on this instance.
+    degrees the hardware topology supports on this instance. ``max_pods`` is the VPC CNI's
+    limit of pods per node without prefix delegation, ENIs x (IPv4 addresses per ENI - 1) + 2
+    on the default network card; the kubelet's reserved memory (11 MiB per pod + 255 MiB)
+    follows from it on EKS AMIs and in Karpenter alike.
     """
 
     name: str
@@ -41,6 +44,7 @@ class InstanceType:
     memory_gib: int
     price_per_hour: float
     valid_tensor_parallel: tuple[int, ...]
+    max_pods: int
 
     @property
     def cores_per_device(self) -> int:
@@ -69,7 +73,9 @@ _L40S_MEMORY = 48 * GB
 _L40S_BANDWIDTH = 864 * GB
 
 
-def _inf2(name: str, chips: int, vcpus: int, memory_gib: int, price: float) -> InstanceType:
+def _inf2(
+    name: str, chips: int, vcpus: int, memory_gib: int, price: float, max_pods: int
+) -> InstanceType:
     degrees = tuple(d for d in (1, 2, 4, 8, 24) if d <= 2 * chips)
     return InstanceType(
         name=name,
@@ -83,6 +89,7 @@ def _inf2(name: str, chips: int, vcpus: int, memory_gib: int, price: float) -> I
         memory_gib=memory_gib,
         price_per_hour=price,
         valid_tensor_parallel=degrees,
+        max_pods=max_pods,
     )
 
 
@@ -95,6 +102,7 @@ def _gpu(
     vcpus: int,
     memory_gib: int,
     price: float,
+    max_pods: int,
 ) -> InstanceType:
     return InstanceType(
         name=name,
@@ -108,14 +116,19 @@ def _gpu(
         memory_gib=memory_gib,
         price_per_hour=price,
         valid_tensor_parallel=tuple(d for d in (1, 2, 4, 8) if d <= gpus),
+        max_pods=max_pods,
     )
 
 
-def _l40s(name: str, gpus: int, vcpus: int, memory_gib: int, price: float) -> InstanceType:
-    return _gpu(name, "L40S", gpus, _L40S_MEMORY, _L40S_BANDWIDTH, vcpus, memory_gib, price)
+def _l40s(
+    name: str, gpus: int, vcpus: int, memory_gib: int, price: float, max_pods: int
+) -> InstanceType:
+    return _gpu(
+        name, "L40S", gpus, _L40S_MEMORY, _L40S_BANDWIDTH, vcpus, memory_gib, price, max_pods
+    )
 
 
-def _cpu(name: str, vcpus: int, memory_gib: int, price: float) -> InstanceType:
+def _cpu(name: str, vcpus: int, memory_gib: int, price: float, max_pods: int) -> InstanceType:
     return InstanceType(
         name=name,
         accelerator=Accelerator.NONE,
@@ -128,31 +141,35 @@ def _cpu(name: str, vcpus: int, memory_gib: int, price: float) -> InstanceType:
         memory_gib=memory_gib,
         price_per_hour=price,
         valid_tensor_parallel=(),
+        max_pods=max_pods,
     )
 
 
+# max_pods (last argument): from the ENI limits Karpenter 1.14.1 ships
+# (pkg/providers/instancetype/zz_generated.vpclimits.go), the same numbers as the EKS AMI's
+# eni-max-pods.txt.
 INSTANCE_TYPES: dict[str, InstanceType] = {
     t.name: t
     for t in (
-        _inf2("inf2.xlarge", 1, 4, 16, 0.7582),
-        _inf2("inf2.8xlarge", 1, 32, 128, 1.96786),
-        _inf2("inf2.24xlarge", 6, 96, 384, 6.49063),
-        _inf2("inf2.48xlarge", 12, 192, 768, 12.98127),
-        _l40s("g6e.xlarge", 1, 4, 32, 1.861),
-        _l40s("g6e.2xlarge", 1, 8, 64, 2.24208),
-        _l40s("g6e.4xlarge", 1, 16, 128, 3.00424),
-        _l40s("g6e.8xlarge", 1, 32, 256, 4.52856),
-        _l40s("g6e.16xlarge", 1, 64, 512, 7.57719),
-        _l40s("g6e.12xlarge", 4, 48, 384, 10.49264),
-        _l40s("g6e.24xlarge", 4, 96, 768, 15.06559),
-        _l40s("g6e.48xlarge", 8, 192, 1536, 30.13118),
+        _inf2("inf2.xlarge", 1, 4, 16, 0.7582, 58),
+        _inf2("inf2.8xlarge", 1, 32, 128, 1.96786, 234),
+        _inf2("inf2.24xlarge", 6, 96, 384, 6.49063, 737),
+        _inf2("inf2.48xlarge", 12, 192, 768, 12.98127, 737),
+        _l40s("g6e.xlarge", 1, 4, 32, 1.861, 58),
+        _l40s("g6e.2xlarge", 1, 8, 64, 2.24208, 58),
+        _l40s("g6e.4xlarge", 1, 16, 128, 3.00424, 234),
+        _l40s("g6e.8xlarge", 1, 32, 256, 4.52856, 234),
+        _l40s("g6e.16xlarge", 1, 64, 512, 7.57719, 737),
+        _l40s("g6e.12xlarge", 4, 48, 384, 10.49264, 292),
+        _l40s("g6e.24xlarge", 4, 96, 768, 15.06559, 492),
+        _l40s("g6e.48xlarge", 8, 192, 1536, 30.13118, 492),
         # For comparison with published benchmarks only; no node pool of the reference app.
-        _gpu("g5.12xlarge", "A10G", 4, 24 * GB, 600 * GB, 48, 192, 5.672),
-        _gpu("p4d.24xlarge", "A100", 8, 40 * GB, 1555 * GB, 96, 1152, 32.7726),
-        _cpu("m6i.xlarge", 4, 16, 0.192),
-        _cpu("m6i.2xlarge", 8, 32, 0.384),
-        _cpu("m7i.xlarge", 4, 16, 0.2016),
-        _cpu("m7i.2xlarge", 8, 32, 0.4032),
+        _gpu("g5.12xlarge", "A10G", 4, 24 * GB, 600 * GB, 48, 192, 5.672, 737),
+        _gpu("p4d.24xlarge", "A100", 8, 40 * GB, 1555 * GB, 96, 1152, 32.7726, 737),
+        _cpu("m6i.xlarge", 4, 16, 0.192, 58),
+        _cpu("m6i.2xlarge", 8, 32, 0.384, 58),
+        _cpu("m7i.xlarge", 4, 16, 0.2016, 58),
+        _cpu("m7i.2xlarge", 8, 32, 0.4032, 58),
     )
 }
 

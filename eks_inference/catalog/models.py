@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 Dtype = Literal["bfloat16", "float16", "float32"]
 DTYPE_BYTES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4}
+# Bounds far beyond the largest published models (Llama 3.1 405B: 126 layers, hidden size
+# 16384, 128 heads; vocabularies of 256K; about 2T parameters): an absurd value fails as a
+# field error instead of in the sizing arithmetic (10**400 parameters overflow a float).
+_Dimension = Annotated[int, Field(ge=1, le=2**24)]
+_Parameters = Annotated[int, Field(ge=1, le=10**14)]
 
 
 class ModelArchitecture(BaseModel):
@@ -15,19 +20,25 @@ class ModelArchitecture(BaseModel):
 
     ``head_dim`` defaults to ``hidden_size / num_attention_heads``; set it where the model's
     config has its own (Gemma). ``family`` drives compatibility rules (Gemma compiles poorly on
-    Neuron).
+    Neuron). ``max_position_embeddings`` is the longest context the model supports, which
+    bounds every deployment's ``max_model_len``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     family: str = Field(min_length=1, description="Architecture family, e.g. llama, gemma2.")
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    num_attention_heads: PositiveInt
-    num_kv_heads: PositiveInt
-    head_dim: PositiveInt | None = None
-    vocab_size: PositiveInt
-    num_parameters: PositiveInt = Field(description="Total parameter count.")
+    num_layers: _Dimension
+    hidden_size: _Dimension
+    num_attention_heads: _Dimension
+    num_kv_heads: _Dimension
+    head_dim: _Dimension | None = None
+    vocab_size: _Dimension
+    num_parameters: _Parameters = Field(description="Total parameter count.")
+    max_position_embeddings: PositiveInt = Field(
+        description="Longest context the model supports, in tokens: config.json's "
+        "max_position_embeddings, which vLLM derives its largest max_model_len from (times "
+        "the factor when the config enables YaRN-style rope_scaling)."
+    )
     dtype: Dtype = "bfloat16"
 
     @model_validator(mode="after")
@@ -42,6 +53,20 @@ class ModelArchitecture(BaseModel):
                 "hidden_size is not divisible by num_attention_heads; give head_dim explicitly"
             )
         return self
+
+    def context_length_problem(self, max_model_len: int) -> str | None:
+        """Why ``max_model_len`` is too long for this model, or None.
+
+        vLLM refuses a longer ``max_model_len`` at start-up on GPUs; the Neuron plugin skips
+        that check, and positions the model was never trained on give garbage or NaN.
+        """
+        if max_model_len <= self.max_position_embeddings:
+            return None
+        return (
+            f"max_model_len {max_model_len} exceeds the {self.max_position_embeddings} tokens "
+            f"the model supports (max_position_embeddings); set max_model_len <= "
+            f"{self.max_position_embeddings}"
+        )
 
     @property
     def effective_head_dim(self) -> int:
@@ -72,6 +97,7 @@ MODELS: dict[str, CatalogModel] = {
             num_kv_heads=8,
             vocab_size=128256,
             num_parameters=8_030_261_248,
+            max_position_embeddings=8192,
         ),
     ),
     "llama-3.1-70b": CatalogModel(
@@ -84,6 +110,8 @@ MODELS: dict[str, CatalogModel] = {
             num_kv_heads=8,
             vocab_size=128256,
             num_parameters=70_553_706_496,
+            # rope_scaling of type llama3 is built into the 131072; vLLM does not scale it.
+            max_position_embeddings=131072,
         ),
     ),
     "mistral-7b": CatalogModel(
@@ -96,6 +124,9 @@ MODELS: dict[str, CatalogModel] = {
             num_kv_heads=8,
             vocab_size=32000,
             num_parameters=7_241_732_096,
+            # v0.1 attends over a 4096-token sliding window; vLLM caps max_model_len at the
+            # window only with --disable-sliding-window, which the charts never pass.
+            max_position_embeddings=32768,
         ),
     ),
     "qwen2.5-7b": CatalogModel(
@@ -108,6 +139,9 @@ MODELS: dict[str, CatalogModel] = {
             num_kv_heads=4,
             vocab_size=152064,
             num_parameters=7_615_616_512,
+            # 131072 only with YaRN rope_scaling added to config.json; the published config
+            # has none.
+            max_position_embeddings=32768,
         ),
     ),
     "gemma-2-9b": CatalogModel(
@@ -121,6 +155,7 @@ MODELS: dict[str, CatalogModel] = {
             head_dim=256,
             vocab_size=256000,
             num_parameters=9_241_705_984,
+            max_position_embeddings=8192,
         ),
     ),
 }

@@ -4,25 +4,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator, CatalogModel, InstanceType
 from eks_inference.cli.errors import BadInput, summarize_validation_error
 from eks_inference.platform import PlatformSpec
+from eks_inference.spec_file import SpecFileError
 
 
 def load_platform(path: Path) -> PlatformSpec:
-    """Read and validate a platform file; every failure is one line naming the file."""
+    """Read and validate a platform file; every failure is one line naming the file.
+
+    The file is read within the bounds of :mod:`eks_inference.spec_file` (size, nesting,
+    alias expansion, integers, duplicate keys), so no input ends in a traceback or a hang.
+    """
     try:
         return PlatformSpec.from_yaml(path)
     except FileNotFoundError:
         raise BadInput(f"platform file {path} not found") from None
     except IsADirectoryError:
         raise BadInput(f"platform file {path} is a directory") from None
-    except yaml.YAMLError as error:
-        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise BadInput(f"platform file {path} is not valid YAML: {first_line}") from None
+    except OSError as error:
+        raise BadInput(f"cannot read platform file {path}: {error.strerror or error}") from None
+    except SpecFileError as error:
+        raise BadInput(f"invalid platform file {error}") from None
     except ValidationError as error:
         raise BadInput(
             f"invalid platform file {path}: {summarize_validation_error(error)}"

@@ -7,12 +7,18 @@ rate, when given, replaces it in the cost per million tokens.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from eks_inference import sizing
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType, ModelArchitecture
+from eks_inference.catalog.spot_prices import SCARCE_SPOT_FAMILIES, SPOT_PRICES
+from eks_inference.cli.errors import BadInput
+from eks_inference.node_pools import NodePool
 from eks_inference.platform import PlatformSpec
+from eks_inference.signals import Watch, signals_of
 from eks_inference.spec import Limits, ModelDeploymentSpec
 
 # A configuration planned without a spec uses a deployment's default limits.
@@ -20,6 +26,9 @@ _DEFAULTS = Limits()
 DEFAULT_MAX_MODEL_LEN = _DEFAULTS.max_model_len
 DEFAULT_MAX_NUM_SEQS = _DEFAULTS.max_num_seqs
 DEFAULT_GPU_MEMORY_UTILIZATION = _DEFAULTS.gpu_memory_utilization
+PriceSource = Literal["catalog", "given", "spot", "spot given"]
+"""Where a node price comes from: the on-demand catalog, ``--price-per-hour``, the catalog's
+spot prices, or ``--spot-price``."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,7 @@ class ConfigurationPlan:
     max_num_seqs: int
     fits: bool
     weights_gib: float
+    padding_gib: float
     kv_cache_gib: float
     required_gib: float
     accelerator_memory_gib: float
@@ -41,14 +51,14 @@ class ConfigurationPlan:
     replicas_per_node: int
     decode_tokens_per_second_bound: float
     price_per_hour: float
-    price_source: Literal["catalog", "given"]
+    price_source: PriceSource
     tokens_per_second: float
     throughput_source: Literal["bound", "measured"]
     cost_per_million_tokens: float
 
     @property
     def memory_utilization(self) -> float:
-        """Weights plus worst-case KV cache as a share of the TP group's memory."""
+        """Weights, head padding and worst-case KV cache as a share of the TP group's memory."""
         return self.required_gib / self.accelerator_memory_gib
 
     @property
@@ -72,12 +82,16 @@ def plan_configuration(
     price_per_hour: float | None = None,
     measured_tokens_per_second: float | None = None,
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    price_source: PriceSource | None = None,
 ) -> ConfigurationPlan:
     """Size one configuration. ``tensor_parallel_size`` must be usable (see above).
 
     The cost per million tokens uses ``measured_tokens_per_second`` when given (a benchmark of
-    one node), otherwise the decode bound, and the catalog price unless ``price_per_hour``.
+    one node), otherwise the decode bound, and the catalog price unless ``price_per_hour``
+    (whose origin ``price_source`` names; default ``given``). Raises :class:`BadInput` when
+    ``max_model_len`` exceeds the model's context.
     """
+    _require_supported_context(model, max_model_len)
     fit = sizing.memory_fit(
         model,
         instance,
@@ -90,6 +104,8 @@ def plan_configuration(
         model, instance, tensor_parallel_size, max_model_len, max_num_seqs
     )
     price = instance.price_per_hour if price_per_hour is None else price_per_hour
+    if price_source is None:
+        price_source = "catalog" if price_per_hour is None else "given"
     rate = bound if measured_tokens_per_second is None else measured_tokens_per_second
     return ConfigurationPlan(
         model=model_name,
@@ -100,6 +116,7 @@ def plan_configuration(
         max_num_seqs=max_num_seqs,
         fits=fit.fits,
         weights_gib=sizing.gib(fit.weight_bytes),
+        padding_gib=sizing.gib(fit.padding_bytes),
         kv_cache_gib=sizing.gib(fit.kv_cache_bytes),
         required_gib=sizing.gib(fit.required_bytes),
         accelerator_memory_gib=sizing.gib(fit.group_memory_bytes),
@@ -107,7 +124,7 @@ def plan_configuration(
         replicas_per_node=sizing.replicas_per_node(instance, tensor_parallel_size),
         decode_tokens_per_second_bound=bound,
         price_per_hour=price,
-        price_source="catalog" if price_per_hour is None else "given",
+        price_source=price_source,
         tokens_per_second=rate,
         throughput_source="bound" if measured_tokens_per_second is None else "measured",
         cost_per_million_tokens=sizing.cost_per_million_tokens(price, rate),
@@ -125,7 +142,9 @@ def candidates(
     Per instance the cheapest usable degree per million tokens wins, the smallest on a tie: the
     node's bandwidth bound barely depends on TP (more replicas of smaller groups), and smaller
     groups give more independent replicas per node. Sorted by cost per million tokens.
+    Raises :class:`BadInput` when ``max_model_len`` exceeds the model's context.
     """
+    _require_supported_context(model, max_model_len)
     found = []
     for instance in INSTANCE_TYPES.values():
         if instance.accelerator is Accelerator.NONE:
@@ -138,6 +157,12 @@ def candidates(
         if fitting:
             found.append(min(fitting, key=_cheapest_then_smallest))
     return sorted(found, key=lambda p: (p.cost_per_million_tokens, p.instance_type))
+
+
+def _require_supported_context(model: ModelArchitecture, max_model_len: int) -> None:
+    problem = model.context_length_problem(max_model_len)
+    if problem is not None:
+        raise BadInput(problem)
 
 
 def _cheapest_then_smallest(plan: ConfigurationPlan) -> tuple[float, int]:
@@ -154,6 +179,8 @@ class DeploymentPlan:
     configuration: ConfigurationPlan
     nodes_min: int
     nodes_max: int
+    # What to watch once it serves, and the thresholds the alerts and autoscaler act on.
+    watch: tuple[Watch, ...] = ()
 
     @property
     def price_per_hour_min(self) -> float:
@@ -175,7 +202,83 @@ class DeploymentPlan:
             "price_per_hour_min": self.price_per_hour_min,
             "price_per_hour_max": self.price_per_hour_max,
             **self.configuration.as_json(),
+            "watch": [asdict(w) for w in self.watch],
         }
+
+
+@dataclass(frozen=True)
+class NodePrice:
+    """What one node of a pool costs per hour, and where the price comes from."""
+
+    per_hour: float
+    source: PriceSource
+
+
+def node_price(pool: NodePool, spot_prices: Mapping[str, float] | None = None) -> NodePrice:
+    """The hourly price of one node of ``pool`` at its ``capacity_type``.
+
+    Spot is priced from ``spot_prices`` (``--spot-price``) or else the catalog's dated spot
+    prices (:mod:`eks_inference.catalog.spot_prices`); an instance type with neither is priced
+    on-demand (:func:`plan_warnings` says so). Reserved capacity is billed at the on-demand
+    rate whether it runs or not.
+    """
+    instance = pool.instance
+    if pool.capacity_type == "SPOT":
+        if spot_prices is not None and instance.name in spot_prices:
+            return NodePrice(spot_prices[instance.name], "spot given")
+        if instance.name in SPOT_PRICES:
+            return NodePrice(SPOT_PRICES[instance.name], "spot")
+    return NodePrice(instance.price_per_hour, "catalog")
+
+
+def parse_spot_prices(values: Sequence[str]) -> dict[str, float]:
+    """``--spot-price`` values (``inf2.48xlarge=5.1``) by instance type; ``BadInput`` for a
+    malformed one, an instance type the catalog does not know or a price that is not positive."""
+    prices: dict[str, float] = {}
+    for value in values:
+        name, separator, amount = value.partition("=")
+        if not separator:
+            raise BadInput(f"--spot-price {value!r} must be TYPE=USD, e.g. inf2.48xlarge=5.1")
+        if name not in INSTANCE_TYPES:
+            raise BadInput(f"--spot-price: unknown instance type {name!r}")
+        try:
+            price = float(amount)
+        except ValueError:
+            raise BadInput(f"--spot-price {value!r}: {amount!r} is not a number") from None
+        if not math.isfinite(price) or price <= 0:
+            raise BadInput(f"--spot-price {value!r}: the price must be a positive number")
+        prices[name] = price
+    return prices
+
+
+def plan_warnings(
+    platform: PlatformSpec, spot_prices: Mapping[str, float] | None = None
+) -> tuple[str, ...]:
+    """What the plan's prices cannot promise: scarce spot capacity, spot prices it lacks."""
+    warnings = []
+    for pool in platform.node_pools:
+        if "SPOT" not in pool.capacity_types:
+            continue
+        instance = pool.instance
+        if instance.family in SCARCE_SPOT_FAMILIES:
+            later = pool.capacity_types[pool.capacity_types.index("SPOT") + 1 :]
+            fallback = (
+                f"; it falls back to {', '.join(later)}"
+                if later
+                else "; add ON_DEMAND to fallback_capacity_types (Karpenter) so it can still start"
+            )
+            warnings.append(
+                f"pool {pool.name!r} allows spot {instance.name}: spot capacity for "
+                f"{' and '.join(sorted(SCARCE_SPOT_FAMILIES))} instances may be unavailable "
+                "for hours in a zone, and EC2 reclaims it with two minutes' notice, a model "
+                f"load's worth of lost serving{fallback}"
+            )
+        if pool.capacity_type == "SPOT" and node_price(pool, spot_prices).source == "catalog":
+            warnings.append(
+                f"pool {pool.name!r}: the catalog has no spot price for {instance.name}; it is "
+                f"priced on-demand (give --spot-price {instance.name}=USD)"
+            )
+    return tuple(warnings)
 
 
 @dataclass(frozen=True)
@@ -188,6 +291,8 @@ class PoolPlan:
     min_size: int
     max_size: int
     price_per_hour: float
+    fallback_capacity_types: tuple[str, ...] = ()
+    price_source: PriceSource = "catalog"
 
     @property
     def price_per_hour_min(self) -> float:
@@ -206,6 +311,7 @@ class PlatformPlan:
 
     deployments: tuple[DeploymentPlan, ...]
     pools: tuple[PoolPlan, ...]
+    warnings: tuple[str, ...] = ()
 
     @property
     def price_per_hour_min(self) -> float:
@@ -231,11 +337,13 @@ class PlatformPlan:
             ],
             "price_per_hour_min": self.price_per_hour_min,
             "price_per_hour_max": self.price_per_hour_max,
+            "warnings": list(self.warnings),
         }
 
 
-def plan_deployment(spec: ModelDeploymentSpec) -> DeploymentPlan:
-    """Size a validated deployment with its own limits and scaling."""
+def plan_deployment(spec: ModelDeploymentSpec, price: NodePrice | None = None) -> DeploymentPlan:
+    """Size a validated deployment with its own limits and scaling; nodes at ``price``
+    (default: the catalog's on-demand price)."""
     per_node = spec.replicas_per_node
     return DeploymentPlan(
         name=spec.name,
@@ -248,16 +356,25 @@ def plan_deployment(spec: ModelDeploymentSpec) -> DeploymentPlan:
             spec.limits.max_model_len,
             spec.limits.max_num_seqs,
             gpu_memory_utilization=spec.limits.gpu_memory_utilization,
+            price_per_hour=None if price is None else price.per_hour,
+            price_source=None if price is None else price.source,
         ),
         nodes_min=sizing.nodes_needed(spec.scaling.min_replicas, per_node),
         nodes_max=sizing.nodes_needed(spec.scaling.max_replicas, per_node),
+        watch=signals_of(spec).watch_list(),
     )
 
 
-def plan_platform(platform: PlatformSpec) -> PlatformPlan:
-    """Plan every deployment and price every node pool of a platform."""
+def plan_platform(
+    platform: PlatformSpec, spot_prices: Mapping[str, float] | None = None
+) -> PlatformPlan:
+    """Plan every deployment and price every node pool of a platform, each pool at its
+    capacity type (:func:`node_price`; ``spot_prices`` override the catalog's)."""
+    prices = {pool.name: node_price(pool, spot_prices) for pool in platform.node_pools}
     return PlatformPlan(
-        deployments=tuple(plan_deployment(d) for d in platform.deployments),
+        deployments=tuple(
+            plan_deployment(d, prices[platform.pool_for(d).name]) for d in platform.deployments
+        ),
         pools=tuple(
             PoolPlan(
                 name=pool.name,
@@ -265,8 +382,11 @@ def plan_platform(platform: PlatformSpec) -> PlatformPlan:
                 capacity_type=pool.capacity_type,
                 min_size=pool.min_size,
                 max_size=pool.max_size,
-                price_per_hour=pool.instance.price_per_hour,
+                price_per_hour=prices[pool.name].per_hour,
+                fallback_capacity_types=pool.fallback_capacity_types,
+                price_source=prices[pool.name].source,
             )
             for pool in platform.node_pools
         ),
+        warnings=plan_warnings(platform, spot_prices),
     )

@@ -8,12 +8,22 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from eks_inference.cli.plan import ConfigurationPlan, DeploymentPlan, PlatformPlan
+from eks_inference.catalog.spot_prices import SPOT_PRICES_DATE
+from eks_inference.cli.plan import ConfigurationPlan, DeploymentPlan, PlatformPlan, PoolPlan
+from eks_inference.metrics import metric_names
 
 BOUND_NOTE = (
     "Decode throughput is a memory-bandwidth bound for one node with all its replicas, every "
     "sequence at max_model_len: a ceiling, not a benchmark. $ per 1M tokens = node $/hour / "
-    "(tokens/s x 3600) x 1e6, at on-demand catalog prices (us-east-1)."
+    "(tokens/s x 3600) x 1e6, at on-demand catalog prices (us-east-1), or for SPOT pools at "
+    f"the catalog's spot prices of {SPOT_PRICES_DATE} (median over us-east-1 zones; "
+    "--spot-price overrides them)."
+)
+
+
+WATCH_NOTE = (
+    "Per deployment, the metrics on its Grafana dashboard that matter most and the thresholds "
+    "its alerts and autoscaler act on (eks_inference/signals.py)."
 )
 
 
@@ -89,27 +99,60 @@ def _table(title: str, headers: tuple[str, ...]) -> Table:
     return table
 
 
+def _pool_cells(p: PoolPlan) -> list[str]:
+    """A pool's row: its capacity types in order of preference, spot prices marked."""
+    spot = " (spot)" if p.price_source.startswith("spot") else ""
+    return [
+        p.name,
+        p.instance_type,
+        " > ".join((p.capacity_type, *p.fallback_capacity_types)),
+        f"{p.min_size}-{p.max_size}",
+        money(p.price_per_hour) + spot,
+        money(p.price_per_hour_min),
+        money(p.price_per_hour_max),
+    ]
+
+
 def platform_tables(plan: PlatformPlan) -> list[Table]:
-    """A deployments table and a node-pools table with the cluster's hourly range."""
+    """Deployments, node pools with the cluster's hourly range, what to watch, and the
+    plan's warnings (scarce or unpriced spot capacity) when there are any."""
     deployments = _table("Deployments", _DEPLOYMENT_HEADERS)
     for d in plan.deployments:
         deployments.add_row(*_deployment_cells(d), style=None if d.configuration.fits else "red")
     pools = _table("Node pools", _POOL_HEADERS)
     for p in plan.pools:
-        pools.add_row(
-            p.name,
-            p.instance_type,
-            p.capacity_type,
-            f"{p.min_size}-{p.max_size}",
-            money(p.price_per_hour),
-            money(p.price_per_hour_min),
-            money(p.price_per_hour_max),
-        )
+        pools.add_row(*_pool_cells(p))
     pools.add_section()
     pools.add_row(
         "cluster", "", "", "", "", money(plan.price_per_hour_min), money(plan.price_per_hour_max)
     )
-    return [deployments, pools]
+    # Long cells (metric names, consequences) wrap rather than being cut.
+    watch = Table(title="What to watch", title_justify="left")
+    for header in _WATCH_HEADERS:
+        watch.add_column(header, overflow="fold", no_wrap=header == "deployment")
+    for d in plan.deployments:
+        for row in _watch_rows(d):
+            watch.add_row(*row)
+        watch.add_section()
+    tables = [deployments, pools, watch]
+    if plan.warnings:
+        warnings = Table(title="Warnings", title_justify="left", show_header=False)
+        warnings.add_column("", overflow="fold", style="yellow")
+        for warning in plan.warnings:
+            warnings.add_row(warning)
+        tables.append(warnings)
+    return tables
+
+
+_WATCH_HEADERS = ("deployment", "signal", "metric", "threshold", "then")
+
+
+def _watch_rows(d: DeploymentPlan) -> list[list[str]]:
+    """One row per watched signal: the metrics its query reads, and the threshold chosen."""
+    return [
+        [d.name, w.signal, ", ".join(sorted(metric_names(w.query))), w.threshold, w.consequence]
+        for w in d.watch
+    ]
 
 
 def configuration_table(plan: ConfigurationPlan) -> Table:
@@ -133,6 +176,9 @@ def configuration_table(plan: ConfigurationPlan) -> Table:
         ("throughput used", f"{rate(plan.tokens_per_second)} tok/s ({source})"),
         ("$ per 1M tokens", money(plan.cost_per_million_tokens)),
     ]
+    if plan.padding_gib > 0:
+        # NxD Inference pads attention heads up to a multiple of TP; memory counts them.
+        rows.insert(3, ("head padding", f"{plan.padding_gib:.1f} GiB"))
     for key, value in rows:
         table.add_row(key, value)
     return table
@@ -162,18 +208,7 @@ def platform_markdown(plan: PlatformPlan, source: str) -> str:
         "",
         *_markdown_table(
             _POOL_HEADERS,
-            [
-                [
-                    p.name,
-                    p.instance_type,
-                    p.capacity_type,
-                    f"{p.min_size}-{p.max_size}",
-                    money(p.price_per_hour),
-                    money(p.price_per_hour_min),
-                    money(p.price_per_hour_max),
-                ]
-                for p in plan.pools
-            ]
+            [_pool_cells(p) for p in plan.pools]
             + [
                 [
                     "**cluster**",
@@ -187,7 +222,21 @@ def platform_markdown(plan: PlatformPlan, source: str) -> str:
             ],
         ),
         "",
+        *(f"**Warning**: {warning}" + "\n" for warning in plan.warnings),
         BOUND_NOTE,
+        "",
+        "## What to watch",
+        "",
+        WATCH_NOTE,
+        "",
+        *_markdown_table(
+            _WATCH_HEADERS,
+            [
+                [cell.replace("|", "\\|") for cell in row]
+                for d in plan.deployments
+                for row in _watch_rows(d)
+            ],
+        ),
         "",
     ]
     return "\n".join(lines)

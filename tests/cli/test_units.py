@@ -55,7 +55,7 @@ def test_validation_summary_is_one_line_with_paths() -> None:
         )
     summary = summarize_validation_error(caught.value)
     assert "\n" not in summary
-    assert summary.startswith("weights.prefix: weights prefix 'no-slash' must be a key prefix")
+    assert summary.startswith("weights.prefix: prefix 'no-slash' must be a key prefix")
     assert "; tensor_parallel_size: tensor_parallel_size 3 is not supported" in summary
 
 

@@ -1,0 +1,194 @@
+"""Bad platform files through the real ``eks-inference`` console script (issue 13, items 6-10).
+
+Each file gets one ``error:`` line on stderr and exit code 2, never a traceback, in bounded
+time: the subprocess runs as a shell would run it, with a timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import REFERENCE_PLATFORM
+
+# Seconds a bad file may take, start-up included; every case here takes about one.
+_TIMEOUT_S = 30
+
+
+def _console_script() -> str:
+    beside = Path(sys.executable).with_name("eks-inference")
+    if not beside.exists():
+        pytest.fail("the eks-inference console script is not installed; run `make setup-dev`")
+    return str(beside)
+
+
+def run_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``eks-inference ARGS`` with no AWS configuration reachable (bad input fails first)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["AWS_EC2_METADATA_DISABLED"] = "true"
+    return subprocess.run(
+        [_console_script(), *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=_TIMEOUT_S,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def assert_bad_input(completed: subprocess.CompletedProcess[str], *expected: str) -> str:
+    """Exit code 2 and exactly one ``error:`` line on stderr, containing ``expected``."""
+    assert completed.returncode == 2, (completed.stdout, completed.stderr)
+    lines = completed.stderr.splitlines()
+    assert len(lines) == 1, completed.stderr
+    assert lines[0].startswith("error: ")
+    for text in expected:
+        assert text in lines[0]
+    return lines[0]
+
+
+REFERENCE_TEXT = REFERENCE_PLATFORM.read_text()
+
+
+def _reference_with(edit: Callable[[dict[str, Any]], None]) -> str:
+    data = yaml.safe_load(REFERENCE_TEXT)
+    edit(data)
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _laughs() -> str:
+    lines = ["      l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, 9):
+        lines.append(f"      l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 10)}]")
+    return REFERENCE_TEXT.replace(
+        "      sequence_buckets: [128, 512, 1024, 2048, 4096]\n",
+        "      sequence_buckets: [128, 512, 1024, 2048, 4096]\n      overrides:\n"
+        + "\n".join(lines)
+        + "\n",
+    )
+
+
+def _set(path: tuple[str | int, ...], value: object) -> Callable[[dict[str, Any]], None]:
+    def edit(data: dict[str, Any]) -> None:
+        target: Any = data
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return edit
+
+
+def _every_problem(data: dict[str, Any]) -> None:
+    _set(("model_bucket_name",), "Bad_Bucket")(data)
+    _set(("deployments", 0, "name"), "Llama_3")(data)
+    _set(("deployments", 0, "tensor_parallel_size"), 3)(data)
+
+
+CONTENTS: list[object] = [
+    # Item 6: a repeated key.
+    pytest.param(
+        REFERENCE_TEXT + "deployments: []\n",
+        ("duplicate key 'deployments'", f"line {REFERENCE_TEXT.count(chr(10)) + 1}"),
+        id="6-duplicate-key",
+    ),
+    # Item 7: alias expansion, and overrides NeuronConfig does not take.
+    pytest.param(_laughs(), ("aliases expand the file beyond",), id="7-billion-laughs"),
+    pytest.param(
+        _reference_with(_set(("deployments", 0, "neuron", "overrides"), {"fuzed_qkv": True})),
+        ("deployments.0.neuron.overrides.fuzed_qkv: 'fuzed_qkv' is not an override",),
+        id="7-unknown-override",
+    ),
+    # Item 8: inputs that used to end in a traceback.
+    pytest.param("a: " + "[" * 5000 + "]" * 5000 + "\n", ("nest",), id="8-deep-nesting"),
+    pytest.param(b"model_bucket_name: caf\xe9\n", ("not UTF-8 text",), id="8-not-utf-8"),
+    pytest.param(
+        REFERENCE_TEXT.replace("max_size: 3", "max_size: " + "9" * 5000),
+        ("of 5000 characters is out of range",),
+        id="8-thousands-of-digits",
+    ),
+    # Item 9: field errors and rule errors in one line.
+    pytest.param(
+        _reference_with(_every_problem),
+        (
+            "model_bucket_name: 'Bad_Bucket' is not a valid bucket name",
+            "deployments.0.name:",
+            "deployments.0.tensor_parallel_size: tensor_parallel_size 3 is not supported",
+        ),
+        id="9-every-problem-at-once",
+    ),
+    # Item 10: fixes that work.
+    pytest.param(
+        _reference_with(_set(("deployments", 1, "weights", "prefix"), "models/mistral-7b")),
+        ("deployments.1.weights.prefix:", "e.g. models/mistral-7b/"),
+        id="10-prefix-suggestion",
+    ),
+    pytest.param(
+        _reference_with(_set(("model_bucket_name",), "192.168.0.1")),
+        ("model_bucket_name: '192.168.0.1' is formatted as an IP address",),
+        id="10-ip-address-bucket",
+    ),
+    pytest.param(
+        _reference_with(_set(("deployments", 1, "model"), "llama-3.1-70b")),
+        ("deployments.1.tensor_parallel_size:", "a larger instance type where it fits: "),
+        id="10-where-it-fits",
+    ),
+    pytest.param(
+        _reference_with(_set(("deployments", 0, "limits", "gpu_memory_utilization"), 0.8)),
+        ("deployments.0.limits.gpu_memory_utilization: gpu_memory_utilization applies to GPUs",),
+        id="10-gpu-option-on-neuron",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "expected"), CONTENTS)
+def test_bad_platform_file(tmp_path: Path, content: str | bytes, expected: tuple[str, ...]) -> None:
+    path = tmp_path / "platform.yaml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), *expected)
+    assert line.startswith(f"error: invalid platform file {path}")
+
+
+def test_a_fifty_megabyte_file(tmp_path: Path) -> None:
+    path = tmp_path / "model.safetensors"
+    with path.open("wb") as stream:
+        stream.truncate(50 * 1024 * 1024)
+    completed = run_cli("plan", "--platform", path, cwd=tmp_path)
+    assert_bad_input(completed, f"invalid platform file {path}: larger than")
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_dev_zero_as_the_platform_file(tmp_path: Path) -> None:
+    completed = run_cli("plan", "--platform", "/dev/zero", cwd=tmp_path)
+    assert_bad_input(completed, "invalid platform file /dev/zero: larger than")
+
+
+@pytest.mark.parametrize(
+    "command", [("plan",), ("preflight",), ("manifests", "--out", "manifests")]
+)
+def test_every_command_reading_the_platform_file_refuses_it(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    path = tmp_path / "platform.yaml"
+    path.write_text(REFERENCE_TEXT + "model_bucket_name: another-bucket\n")
+    completed = run_cli(*command, "--platform", path, cwd=tmp_path)
+    assert_bad_input(completed, "duplicate key 'model_bucket_name'")
+    assert not (tmp_path / "manifests").exists()
+
+
+def test_a_platform_file_that_cannot_be_opened(tmp_path: Path) -> None:
+    # Any OSError besides "not found" and "a directory": here a path through a regular file.
+    (tmp_path / "file").write_text("")
+    path = tmp_path / "file" / "platform.yaml"
+    completed = run_cli("plan", "--platform", path, cwd=tmp_path)
+    assert_bad_input(completed, f"cannot read platform file {path}: Not a directory")

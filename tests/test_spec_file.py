@@ -1,0 +1,222 @@
+"""Reading spec files (issue 13, items 6-8): no duplicate keys, and bounded size, depth,
+alias expansion and integers, each refused with a one-line :class:`SpecFileError` that names
+the file and the line, through ``PlatformSpec.from_yaml`` with libyaml's parser and through
+the module's own copy built with PyYAML's parser.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+from eks_inference import spec_file
+from eks_inference.platform import PlatformSpec
+from eks_inference.spec_file import MAX_DEPTH, MAX_FILE_BYTES, MAX_INTEGER, SpecFileError
+
+REFERENCE = Path(__file__).parent.parent / "deployments.yaml"
+REFERENCE_TEXT = REFERENCE.read_text()
+REFERENCE_LINES = REFERENCE_TEXT.count("\n")
+
+
+def write(tmp_path: Path, content: str | bytes, name: str = "platform.yaml") -> Path:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    return path
+
+
+def refused(path: Path) -> SpecFileError:
+    with pytest.raises(SpecFileError) as raised:
+        PlatformSpec.from_yaml(path)
+    assert len(str(raised.value).splitlines()) == 1
+    assert str(raised.value).startswith(str(path))
+    return raised.value
+
+
+def billion_laughs(levels: int = 9) -> str:
+    """Ten items, then ``levels`` lists of ten aliases of the list before: 10**(levels+1)."""
+    lines = ["      l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, levels + 1):
+        aliases = ", ".join([f"*l{level - 1}"] * 10)
+        lines.append(f"      l{level}: &l{level} [{aliases}]")
+    return "\n".join(lines) + "\n"
+
+
+# Item 6: duplicate keys.
+
+
+def test_a_repeated_key_is_refused_with_both_lines(tmp_path: Path) -> None:
+    path = write(tmp_path, REFERENCE_TEXT + "model_bucket_name: another-bucket\n")
+    error = refused(path)
+    assert error.line == REFERENCE_LINES + 1
+    first = REFERENCE_TEXT.splitlines().index("model_bucket_name: eks-inference-models-example")
+    assert f"duplicate key 'model_bucket_name' (first at line {first + 1})" in error.reason
+
+
+def test_a_second_deployments_key_cannot_drop_every_deployment(tmp_path: Path) -> None:
+    error = refused(write(tmp_path, REFERENCE_TEXT + "deployments: []\n"))
+    assert "duplicate key 'deployments'" in error.reason
+
+
+def test_a_repeated_key_inside_a_deployment_is_refused(tmp_path: Path) -> None:
+    text = REFERENCE_TEXT.replace(
+        "    tensor_parallel_size: 8\n",
+        "    tensor_parallel_size: 8\n    tensor_parallel_size: 2\n",
+    )
+    error = refused(write(tmp_path, text))
+    assert "duplicate key 'tensor_parallel_size'" in error.reason
+
+
+def test_keys_equal_as_values_are_duplicates(tmp_path: Path) -> None:
+    # 1 and 1.0 are one dict key, so the second would replace the first.
+    with pytest.raises(SpecFileError, match=r"duplicate key '1\.0'"):
+        spec_file.load(write(tmp_path, "1: a\n1.0: b\n"))
+
+
+def test_merge_keys_may_be_overridden_explicitly(tmp_path: Path) -> None:
+    text = (
+        "base: &base {max_model_len: 4096, max_num_seqs: 32}\n"
+        "limits:\n  <<: *base\n  max_num_seqs: 16\n"
+    )
+    data = spec_file.load(write(tmp_path, text))
+    assert data["limits"] == {"max_model_len": 4096, "max_num_seqs": 16}
+
+
+# Item 7: alias expansion.
+
+
+def test_alias_expansion_in_overrides_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    text = REFERENCE_TEXT.replace(
+        "      sequence_buckets: [128, 512, 1024, 2048, 4096]\n",
+        "      sequence_buckets: [128, 512, 1024, 2048, 4096]\n      overrides:\n"
+        + billion_laughs(),
+    )
+    assert len(text.encode()) < 4096
+    started = time.monotonic()
+    error = refused(write(tmp_path, text))
+    assert "aliases expand the file beyond" in error.reason
+    assert time.monotonic() - started < 10
+
+
+def test_anchors_that_share_settings_are_accepted(tmp_path: Path) -> None:
+    text = REFERENCE_TEXT.replace(
+        "    limits: {max_model_len: 8192, max_num_seqs: 16}\n",
+        "    limits: &gpu_limits {max_model_len: 8192, max_num_seqs: 16}\n",
+    ).replace("    limits: {max_model_len: 8192, max_num_seqs: 32}\n", "    limits: *gpu_limits\n")
+    platform = PlatformSpec.from_yaml(write(tmp_path, text))
+    assert platform.deployment("qwen25-7b-g6e").limits.max_num_seqs == 16
+
+
+def test_a_recursive_alias_is_refused(tmp_path: Path) -> None:
+    error = refused(write(tmp_path, "model_bucket_name: &a [x, *a]\n"))
+    assert "alias *a refers to a node that contains it" in error.reason
+    assert error.line == 1
+
+
+def test_aliases_count_towards_the_depth(tmp_path: Path) -> None:
+    half = MAX_DEPTH // 2 + 1
+    text = f"a: &deep {'[' * half}{']' * half}\nb: {'[' * half}*deep{']' * half}\n"
+    error = refused(write(tmp_path, text))
+    assert f"alias *deep nests the file deeper than {MAX_DEPTH} levels" in error.reason
+    assert error.line == 2
+
+
+# Item 8: inputs that used to end in a traceback.
+
+
+def _pure_python_spec_file(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """A separate copy of the module built without libyaml, as on a PyYAML without it."""
+    monkeypatch.delattr(yaml, "CSafeLoader")
+    found = importlib.util.spec_from_file_location("spec_file_pure_python", spec_file.__file__)
+    assert found is not None
+    assert found.loader is not None
+    module = importlib.util.module_from_spec(found)
+    monkeypatch.setitem(sys.modules, found.name, module)
+    found.loader.exec_module(module)
+    assert module._BaseLoader is yaml.SafeLoader
+    return module
+
+
+BAD_FILES = [
+    pytest.param("a: " + "[" * 5000 + "]" * 5000 + "\n", 1, "nest", id="deep-flow"),
+    pytest.param(
+        "".join(f"{' ' * i}k:\n" for i in range(MAX_DEPTH + 5)),
+        MAX_DEPTH + 1,
+        f"nested deeper than {MAX_DEPTH} levels",
+        id="deep-block",
+    ),
+    pytest.param(
+        b"model_bucket_name: ok\nregion: \xff\xfe\n", 2, "not UTF-8 text (byte 0xff)", id="latin-1"
+    ),
+    pytest.param("a: " + "9" * 5000 + "\n", 1, "of 5000 characters is out of range", id="digits"),
+    pytest.param(f"a: {MAX_INTEGER + 1}\n", 1, "is out of range", id="beyond-64-bits"),
+    pytest.param(f"a: -{MAX_INTEGER + 1}\n", 1, "is out of range", id="below-64-bits"),
+    pytest.param("a: 1\n---\nb: 2\n", 2, "not valid YAML", id="two-documents"),
+    pytest.param("a: [\n", 2, "not valid YAML", id="unclosed"),
+    pytest.param("a: \x00\n", None, "not valid YAML", id="nul"),
+    pytest.param("a: *nowhere\n", 1, "not valid YAML", id="undefined-alias"),
+    pytest.param("a: !!python/object:os.system x\n", 1, "not valid YAML", id="python-tag"),
+    pytest.param(
+        "# " + "x" * MAX_FILE_BYTES + "\n",
+        None,
+        f"larger than {MAX_FILE_BYTES // 1024} KiB",
+        id="over-the-size-cap",
+    ),
+]
+
+
+@pytest.mark.parametrize("parser", ["libyaml", "pure-python"])
+@pytest.mark.parametrize(("content", "line", "reason"), BAD_FILES)
+def test_bad_files_fail_with_a_line_not_a_traceback(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    parser: str,
+    content: str | bytes,
+    line: int | None,
+    reason: str,
+) -> None:
+    path = write(tmp_path, content)
+    if parser == "libyaml":
+        error = refused(path)
+    else:
+        module = _pure_python_spec_file(monkeypatch)
+        with pytest.raises(module.SpecFileError) as raised:
+            module.load(path)
+        error = raised.value
+    assert reason in error.reason
+    if line is not None:
+        assert error.line == line
+    assert len(str(error).splitlines()) == 1
+
+
+def test_a_fifty_megabyte_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    path = tmp_path / "weights.safetensors"
+    with path.open("wb") as stream:
+        stream.truncate(50 * 1024 * 1024)
+    error = refused(path)
+    assert error.reason.startswith("larger than")
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_file_is_refused() -> None:
+    error = refused(Path("/dev/zero"))
+    assert error.reason.startswith("larger than")
+
+
+def test_the_largest_file_without_aliases_is_accepted(tmp_path: Path) -> None:
+    # The tiniest nodes there are: the expansion cap must not refuse a file under the size cap.
+    items = (MAX_FILE_BYTES - 2) // 2
+    data = spec_file.load(write(tmp_path, "[" + "a," * items + "]"))
+    assert len(data) == items
+
+
+def test_the_reference_file_loads_as_before(tmp_path: Path) -> None:
+    assert spec_file.load(REFERENCE) == yaml.safe_load(REFERENCE_TEXT)
