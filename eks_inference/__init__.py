@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from eks_inference.constructs import (
         InferenceAddons,
         InferenceCluster,
+        InferenceObservability,
         ModelBucket,
         ModelDeployment,
     )
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "InferenceAddons": "eks_inference.constructs",
     "InferenceCluster": "eks_inference.constructs",
+    "InferenceObservability": "eks_inference.constructs",
     "ModelBucket": "eks_inference.constructs",
     "ModelDeployment": "eks_inference.constructs",
     "InferenceStack": "eks_inference.stacks",
@@ -49,6 +51,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "InferenceAddons",
     "InferenceCluster",
+    "InferenceObservability",
     "InferenceStack",
     "Limits",
     "ModelBucket",

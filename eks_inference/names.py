@@ -21,6 +21,40 @@ NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
 NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
 
+# The IngressClass the AWS Load Balancer Controller's chart creates; deployments' Ingresses
+# name it, so an Application Load Balancer is made for them.
+ALB_INGRESS_CLASS = "alb"
+# The Kubernetes Secret holding the platform's API key (synced from AWS Secrets Manager by the
+# External Secrets Operator), and its key; model servers read it into their environment.
+API_KEY_SECRET = "eks-inference-api-key"
+API_KEY_SECRET_KEY = "api-key"
+
+# Standard labels every object and pod of a deployment carries: its deployment (instance) and
+# its part (component). Selectors, scrape relabelings and kube-state-metrics joins read them.
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# The Serve deployment that holds the model replicas of the Neuron Serve application.
+NEURON_SERVER_DEPLOYMENT = "NeuronLLMServer"
+# Where the metrics stack runs (kube-prometheus-stack, neuron-monitor), its release name (the
+# chart's fullname, so the Prometheus Service is `<it>-prometheus`), Prometheus' port, and the
+# label the Grafana sidecar loads dashboard ConfigMaps by, from every namespace.
+MONITORING_NAMESPACE = "monitoring"
+KUBE_PROMETHEUS_STACK_NAME = "kube-prometheus-stack"
+PROMETHEUS_PORT = 9090
+GRAFANA_DASHBOARD_LABEL = "grafana_dashboard"
+KEDA_NAMESPACE = "keda"
+
+# Karpenter (node_provisioning: karpenter): the tag its EC2NodeClasses find subnets and the
+# node security group by (valued with the cluster's name), and the pod annotation that keeps
+# it from voluntarily disrupting the pod's node (a Go duration, or "true" for always).
+KARPENTER_DISCOVERY_TAG = "karpenter.sh/discovery"
+KARPENTER_DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+# Karpenter's node role is named by the convention of its documentation, so that the
+# EC2NodeClasses in k8s_manifests/ name the role the CloudFormation template creates.
+_KARPENTER_NODE_ROLE_PREFIX = "KarpenterNodeRole-"
+# IAM role names are at most 64 characters.
+MAX_ROLE_NAME_LENGTH = 64
+
 # A deployment's identities: its model servers, and its Neuron compile job.
 SERVER_IDENTITY = "server"
 COMPILE_IDENTITY = "compile"
@@ -34,3 +68,16 @@ def service_account_name(deployment_name: str) -> str:
 def compile_service_account_name(deployment_name: str) -> str:
     """Service account of a deployment's Neuron compile job, the only writer of its artifacts."""
     return f"{deployment_name}-{COMPILE_IDENTITY}"
+
+
+def prometheus_url() -> str:
+    """In-cluster URL of the Prometheus that kube-prometheus-stack runs (KEDA queries it)."""
+    return (
+        f"http://{KUBE_PROMETHEUS_STACK_NAME}-prometheus.{MONITORING_NAMESPACE}.svc:"
+        f"{PROMETHEUS_PORT}"
+    )
+
+
+def karpenter_node_role_name(cluster_name: str) -> str:
+    """IAM role of the nodes Karpenter launches for ``cluster_name``."""
+    return f"{_KARPENTER_NODE_ROLE_PREFIX}{cluster_name}"

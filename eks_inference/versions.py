@@ -126,6 +126,88 @@ MOUNTPOINT_S3_CSI_ADDON_VERSION = "v2.7.0-eksbuild.1"
 # the node role (unverified here, like the two above).
 VPC_CNI_ADDON_VERSION = "v1.21.1-eksbuild.1"
 
+# AWS Load Balancer Controller: turns the deployments' Ingresses into one Application Load
+# Balancer. Chart and controller are released together (chart 3.5.0 = controller v3.5.0,
+# 2026-08-03, the newest release at the time); the image tag is set explicitly so the pod runs
+# the release whose IAM policy and annotations this project was written against
+# (eks_inference/constructs/data/aws_load_balancer_controller_iam_policy.json).
+AWS_LOAD_BALANCER_CONTROLLER_CHART = HelmChartVersion(
+    chart="aws-load-balancer-controller",
+    repository="https://aws.github.io/eks-charts",
+    version="3.5.0",
+)
+AWS_LOAD_BALANCER_CONTROLLER_IMAGE = "public.ecr.aws/eks/aws-load-balancer-controller"
+AWS_LOAD_BALANCER_CONTROLLER_IMAGE_TAG = "v3.5.0"
+# External Secrets Operator: syncs the platform's API key from AWS Secrets Manager into a
+# Kubernetes Secret. Chart 2.9.0 (2026-08-07) ships controller v2.9.0 and the
+# external-secrets.io/v1 CRDs; the chart's image tag defaults to its appVersion, so the chart
+# version pins the image.
+EXTERNAL_SECRETS_CHART = HelmChartVersion(
+    chart="external-secrets",
+    repository="https://charts.external-secrets.io",
+    version="2.9.0",
+)
+
+# Observability. kube-prometheus-stack 88.5.3 runs Prometheus Operator v0.93.1 (its CRDs, which
+# tests/crds/ holds for validation, come with the chart), kube-state-metrics 2.20.0 (chart
+# 8.4.0) and Grafana (chart 12.11.1); read from the chart's release tag in
+# prometheus-community/helm-charts (a newer 92.x line was announced; unverified here).
+KUBE_PROMETHEUS_STACK_CHART = HelmChartVersion(
+    chart="kube-prometheus-stack",
+    repository="https://prometheus-community.github.io/helm-charts",
+    version="88.5.3",
+)
+PROMETHEUS_OPERATOR_VERSION = "0.93.1"
+# NVIDIA DCGM exporter: chart 4.8.2 with image 4.5.3-4.8.2 (DCGM 4.5.3), from the release tag
+# of NVIDIA/dcgm-exporter; the chart repository is that project's GitHub Pages (unverified).
+DCGM_EXPORTER_CHART = HelmChartVersion(
+    chart="dcgm-exporter",
+    repository="https://nvidia.github.io/dcgm-exporter/helm-charts",
+    version="4.8.2",
+)
+DCGM_EXPORTER_IMAGE_TAG = "4.5.3-4.8.2-distroless"
+# KEDA 2.20.2 (chart and operator released together; the ScaledObject CRD in tests/crds/ is
+# config/crd/bases/keda.sh_scaledobjects.yaml at kedacore/keda v2.20.2).
+KEDA_CHART = HelmChartVersion(
+    chart="keda",
+    repository="https://kedacore.github.io/charts",
+    version="2.20.2",
+)
+# neuron-monitor with its Prometheus exporter (neuron-monitor-prometheus.py), the image the
+# Neuron Kubernetes operator deploys as its node-metrics exporter (unverified against ECR
+# Public from here; Neuron's sample DaemonSet still names 1.0.0).
+NEURON_MONITOR_IMAGE = "public.ecr.aws/neuron/neuron-monitor:1.10.0"
+# Amazon EBS CSI driver (EKS add-on): Prometheus keeps its time series on a gp3 volume
+# (unverified, like the add-ons above).
+EBS_CSI_ADDON_VERSION = "v1.59.0-eksbuild.1"
+
+# Karpenter (node_provisioning: karpenter). 1.14.1 (tag v1.14.1 of aws/karpenter-provider-aws,
+# 2026-08-20) is the newest release in that repository and supports Kubernetes 1.35 (1.9+)
+# and 1.36 (1.13+); the OCI registry itself is not reachable from here (unverified there).
+# The CRDs come from their own chart, installed first, because Helm never upgrades the CRDs
+# a chart ships in crds/; the controller chart pins its controller image by digest. The
+# controller's IAM policy and interruption rules are those of the same release's reference
+# CloudFormation template (eks_inference/constructs/data/karpenter_controller_policy.json).
+KARPENTER_VERSION = "1.14.1"
+KARPENTER_CHART = HelmChartVersion(
+    chart="karpenter",
+    repository="oci://public.ecr.aws/karpenter/karpenter",
+    version=KARPENTER_VERSION,
+)
+KARPENTER_CRD_CHART = HelmChartVersion(
+    chart="karpenter-crd",
+    repository="oci://public.ecr.aws/karpenter/karpenter-crd",
+    version=KARPENTER_VERSION,
+)
+# The EKS-optimized Amazon Linux 2023 AMI release Karpenter's nodes boot, as an `al2023@`
+# alias: one alias resolves the standard, NVIDIA and Neuron variants for the cluster's
+# Kubernetes version (Karpenter picks the variant by instance type), so GPU and Inferentia2
+# nodes get the drivers their device plugins need. v20260714 (awslabs/amazon-eks-ami release
+# notes) ships all three x86_64 variants for Kubernetes 1.33-1.35, with the NVIDIA 580 driver
+# and aws-neuronx-dkms 2.29. Never `latest`: a new AMI is a reviewed change that Karpenter
+# rolls out as drift.
+EKS_AL2023_AMI_RELEASE = "v20260714"
+
 # AWS CLI v2 for the Neuron compile job's upload step: the official image, from ECR Public
 # rather than Docker Hub (no anonymous pull rate limit). EKS Pod Identity credentials need
 # AWS CLI 2.15.0 or later; this tag is one the project saw published for amazon/aws-cli

@@ -120,3 +120,20 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
         app=App(context=cdk_context(), outdir=str(outdir)),
     )
     return synthesize(app, stack, outdir)
+
+
+@pytest.fixture(scope="session")
+def reference_karpenter(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The reference app in Karpenter mode (`cdk synth -c node_provisioning=karpenter`),
+    synthesized once, with cdk-nag on."""
+    from aws_cdk import App
+
+    from eks_inference.platform import PlatformSpec
+    from eks_inference.stacks import build_app
+
+    outdir = tmp_path_factory.mktemp("cdk.out.karpenter")
+    app, stack = build_app(
+        PlatformSpec.from_yaml(REFERENCE_PLATFORM),
+        app=App(context={**cdk_context(), "node_provisioning": "karpenter"}, outdir=str(outdir)),
+    )
+    return synthesize(app, stack, outdir)

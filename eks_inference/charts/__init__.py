@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import cdk8s
 
 from eks_inference.artifacts import artifact_prefix
+from eks_inference.charts.autoscaling import AutoscalingChart
 from eks_inference.charts.common import (
     ARTIFACTS_ROLE,
     RAY_GID,
@@ -30,6 +31,8 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.compile_job import CompileJobChart
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds, ServiceAccountNeed
+from eks_inference.charts.endpoint import ApiKeyChart, EndpointChart
+from eks_inference.charts.monitoring import ExportersChart, MonitoringChart
 from eks_inference.charts.mountpoint import (
     MountpointVolume,
     MountpointVolumeChart,
@@ -37,9 +40,12 @@ from eks_inference.charts.mountpoint import (
     deployment_volume,
 )
 from eks_inference.charts.namespace import NamespaceChart
+from eks_inference.charts.rayservice import COMPONENT as RAY_COMPONENT
 from eks_inference.charts.rayservice import RayServiceChart
+from eks_inference.charts.vllm import COMPONENT as VLLM_COMPONENT
 from eks_inference.charts.vllm import VllmChart
 from eks_inference.platform import Placement
+from eks_inference.routes import Route
 from eks_inference.spec import ModelDeploymentSpec
 
 # Compiled artifacts appear under their key when a compile job finishes, possibly after a
@@ -53,6 +59,7 @@ def deployment_charts(
     spec: ModelDeploymentSpec,
     placement: Placement,
     context: RenderContext,
+    route: Route | None = None,
 ) -> list[DeploymentChart]:
     """Every chart of one deployment, in apply order: volumes first, then the model server.
 
@@ -65,7 +72,9 @@ def deployment_charts(
     The server chart depends on the volume charts (``add_dependency``), so an app that
     synthesizes them together orders them correctly; the namespace
     (:class:`NamespaceChart`) is shared by all deployments and must be applied before any.
-    Ray pods run as uid 1000, so their volumes are mounted with that owner.
+    Ray pods run as uid 1000, so their volumes are mounted with that owner. With a ``route``
+    the server is configured for the load balancer (keep-alive, the API key when the route
+    requires it); :func:`endpoint_charts` renders its Ingress.
     """
     ray = spec.engine == "rayservice"
     cache_gib = cache_size_gib(weights_gib(spec))
@@ -107,7 +116,9 @@ def deployment_charts(
         artifacts = artifacts_chart.volume
 
     server_chart = RayServiceChart if ray else VllmChart
-    server = server_chart(app, spec, placement, context, weights=weights, artifacts=artifacts)
+    server = server_chart(
+        app, spec, placement, context, weights=weights, artifacts=artifacts, route=route
+    )
     if volumes:
         server.add_dependency(*volumes)
     return [*volumes, server]
@@ -170,14 +181,59 @@ def _rendered_volume_chart(
     return chart
 
 
+def observability_charts(app: cdk8s.App, spec: ModelDeploymentSpec) -> list[DeploymentChart]:
+    """How one deployment is observed and, for autoscaled standalone vLLM, scaled.
+
+    - ``<name>-monitoring`` (:class:`MonitoringChart`): PodMonitors, alert rules and the
+      Grafana dashboard, for every deployment.
+    - ``<name>-autoscaling`` (:class:`AutoscalingChart`): the KEDA ScaledObject, for
+      ``engine: vllm`` with ``scaling.autoscale``; after the Deployment it scales.
+
+    Their objects are instances of the Prometheus Operator's and KEDA's CRDs (recorded in
+    their needs), installed by the observability add-on.
+    """
+    charts: list[DeploymentChart] = [MonitoringChart(app, spec)]
+    if spec.engine == "vllm" and spec.scaling.autoscale:
+        autoscaling = AutoscalingChart(app, spec)
+        server = app.node.try_find_child(chart_id(spec.name, VLLM_COMPONENT))
+        if isinstance(server, VllmChart):
+            autoscaling.add_dependency(server)
+        charts.append(autoscaling)
+    return charts
+
+
+def endpoint_charts(
+    app: cdk8s.App, spec: ModelDeploymentSpec, route: Route | None
+) -> list[DeploymentChart]:
+    """The deployment's Ingress on the platform's load balancer, or nothing if not exposed.
+
+    ``<name>-endpoint`` (:class:`EndpointChart`), after the model server it routes to when
+    :func:`deployment_charts` rendered that into ``app`` (the server must be configured for
+    the route, so render both with the same one).
+    """
+    if route is None:
+        return []
+    chart = EndpointChart(app, spec, route)
+    for role in (VLLM_COMPONENT, RAY_COMPONENT):
+        server = app.node.try_find_child(chart_id(spec.name, role))
+        if isinstance(server, DeploymentChart):
+            chart.add_dependency(server)
+    return [chart]
+
+
 def needs_of(charts: Iterable[ObjectsChart]) -> PlatformNeeds:
     """Everything ``charts`` need from the platform, together."""
     return PlatformNeeds.combined(chart.needs for chart in charts)
 
 
 __all__ = [
+    "ApiKeyChart",
+    "AutoscalingChart",
     "CompileJobChart",
     "DeploymentChart",
+    "EndpointChart",
+    "ExportersChart",
+    "MonitoringChart",
     "MountedPrefix",
     "MountpointVolume",
     "MountpointVolumeChart",
@@ -190,5 +246,7 @@ __all__ = [
     "VllmChart",
     "compile_job_charts",
     "deployment_charts",
+    "endpoint_charts",
     "needs_of",
+    "observability_charts",
 ]

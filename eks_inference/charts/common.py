@@ -21,7 +21,7 @@ import yaml
 from constructs import Construct
 
 from eks_inference import artifacts
-from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.contract import PlatformNeeds, SecretNeed
 
 # The load budget lives in the spec layer (the autoscaler, the alerts and the CLI's plan read it
 # without cdk8s); charts keep importing it from here.
@@ -31,13 +31,40 @@ from eks_inference.load_budget import compiles_at_startup as compiles_at_startup
 from eks_inference.load_budget import model_load_seconds as model_load_seconds
 from eks_inference.load_budget import rollout_seconds as rollout_seconds
 from eks_inference.load_budget import weights_gib as weights_gib
-from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.names import API_KEY_SECRET, API_KEY_SECRET_KEY, INFERENCE_NAMESPACE
+from eks_inference.names import COMPONENT_LABEL as COMPONENT_LABEL
+from eks_inference.names import INSTANCE_LABEL as INSTANCE_LABEL
+from eks_inference.routes import Route
 from eks_inference.spec import ModelDeploymentSpec
 
 # The OpenAI-compatible port of vLLM and of Ray Serve's HTTP proxy alike, so a client's URL
 # differs between engines only in the Service name.
 OPENAI_PORT = 8000
 HEALTH_PATH = "/health"
+
+# The environment variable holding the platform's API key in model-server containers, from the
+# Secret the platform syncs (API_KEY_SECRET_NEED). vLLM reads it itself (it is the variable
+# behind `--api-key`) and the Serve applications are told its name, so the key never appears
+# in a manifest, a Serve config or the Ray dashboard.
+API_KEY_ENV = "VLLM_API_KEY"
+API_KEY_SECRET_NEED = SecretNeed(
+    name=API_KEY_SECRET, namespace=INFERENCE_NAMESPACE, key=API_KEY_SECRET_KEY
+)
+# An exposed model server keeps idle connections open this much longer than the load balancer:
+# the load balancer, never the server, then closes an idle connection. A connection the server
+# closed just as the load balancer reused it would fail that request with a 502.
+KEEP_ALIVE_MARGIN_S = 30
+
+
+def requires_api_key(route: Route | None) -> bool:
+    """Whether a server exposed on ``route`` requires the platform's API key."""
+    return route is not None and route.api_key
+
+
+def keep_alive_seconds(route: Route) -> int:
+    """Idle seconds a server exposed on ``route`` keeps a connection: past the ALB's timeout."""
+    return route.idle_timeout_seconds + KEEP_ALIVE_MARGIN_S
+
 
 # Roles of the Mountpoint volume charts, also the names of the pod volumes that mount them.
 WEIGHTS_ROLE = "model-weights"
@@ -60,8 +87,6 @@ RAY_GID = 100
 
 # Standard labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/).
 PART_OF = "eks-inference"
-INSTANCE_LABEL = "app.kubernetes.io/instance"
-COMPONENT_LABEL = "app.kubernetes.io/component"
 
 # The init container that keeps a Neuron model server from starting on an incomplete artifact
 # set. It only tests for one file, so it gets a fixed sliver of CPU and memory (requests equal

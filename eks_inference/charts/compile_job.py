@@ -72,7 +72,8 @@ LOCAL_ARTIFACTS_PATH = f"{OUTPUT_PATH}/artifacts"
 ALREADY_COMPLETE_FLAG = f"{OUTPUT_PATH}/already-complete"
 ARTIFACT_KEY_ANNOTATION = "eks-inference.io/artifact-key"
 # The Cluster Autoscaler removes under-used nodes by evicting their pods; a compile pod holds
-# a third of an inf2.48xlarge, which looks under-used, and would lose hours of work.
+# a third of an inf2.48xlarge, which looks under-used, and would lose hours of work. Karpenter's
+# karpenter.sh/do-not-disrupt (pod.do_not_disrupt) says the same to Karpenter.
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
 # Two retries: a compile fails for reasons worth retrying (a node reclaimed, an S3 error
@@ -218,6 +219,8 @@ class CompileJobChart(DeploymentChart):
         artifact_uri = f"s3://{context.bucket_name}/{key}"
         labels = object_labels(spec, COMPILE_JOB_ROLE)
         account = names.compile_service_account_name(spec.name)
+        job_name = compile_job_name(spec)
+        pod_spec = _pod(spec, placement, context, account, weights, artifacts)
         service_account = api_object(
             "v1",
             "ServiceAccount",
@@ -227,9 +230,7 @@ class CompileJobChart(DeploymentChart):
         job = api_object(
             "batch/v1",
             "Job",
-            metadata(
-                compile_job_name(spec), labels, annotations={ARTIFACT_KEY_ANNOTATION: artifact_uri}
-            ),
+            metadata(job_name, labels, annotations={ARTIFACT_KEY_ANNOTATION: artifact_uri}),
             {
                 "spec": {
                     "backoffLimit": BACKOFF_LIMIT,
@@ -248,9 +249,13 @@ class CompileJobChart(DeploymentChart):
                     "template": {
                         "metadata": {
                             "labels": labels,
-                            "annotations": {SAFE_TO_EVICT_ANNOTATION: "false"},
+                            # Neither autoscaler may move a compile: hours of work.
+                            "annotations": {
+                                SAFE_TO_EVICT_ANNOTATION: "false",
+                                **pod.do_not_disrupt(None),
+                            },
                         },
-                        "spec": _pod(spec, placement, context, account, weights, artifacts),
+                        "spec": pod_spec,
                     },
                 }
             },
@@ -270,6 +275,11 @@ class CompileJobChart(DeploymentChart):
                         pods="Neuron compile job",
                         purpose=f"the only writer of {key}",
                         writes=(key,),
+                    ),
+                ),
+                pods=(
+                    pod.scheduling_need(
+                        (f"Job/{job_name}", "spec", "template"), placement.workers, pod_spec
                     ),
                 ),
             ),

@@ -52,6 +52,49 @@ class ServiceAccountNeed:
 
 
 @dataclass(frozen=True)
+class SecretNeed:
+    """A Kubernetes Secret that pods read and that the platform must create.
+
+    The chart only refers to it (an environment variable from ``name``/``key``); the
+    platform makes it, such as the API key the External Secrets Operator syncs from AWS
+    Secrets Manager. Pods whose Secret is missing do not start, so its maker comes first.
+    """
+
+    name: str
+    namespace: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """A pod toleration as the pod spec writes it (``None`` where a field is left out)."""
+
+    key: str | None
+    operator: str
+    value: str | None
+    effect: str | None
+
+
+@dataclass(frozen=True)
+class PodNeed:
+    """A pod template, and what a node must offer to run it.
+
+    ``path`` is where the template is: its object (``RayService/<name>``) and the fields down
+    to it (``spec``, ``rayClusterConfig``, ``workerGroupSpecs``, 0, ``template``); ``pool``
+    the node pool the pod is placed on. The rest is what scheduling looks at: the node
+    selector, the tolerations, each container's resource requests (sidecars the operator
+    adds included) and each init container's, as quantity strings.
+    """
+
+    path: tuple[str | int, ...]
+    pool: str
+    node_selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[Toleration, ...]
+    requests: tuple[tuple[tuple[str, str], ...], ...]
+    init_requests: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+
+@dataclass(frozen=True)
 class PlatformNeeds:
     """Everything one chart (or all charts of a deployment) needs from the platform.
 
@@ -60,12 +103,20 @@ class PlatformNeeds:
       of (``rayservices.ray.io``); whatever installs them must be applied first.
     - ``service_accounts``: identities its pods need (see :class:`ServiceAccountNeed`).
     - ``mounted_prefixes``: Mountpoint volumes it defines (see :class:`MountedPrefix`).
+    - ``secrets``: Secrets its pods read, made by the platform (see :class:`SecretNeed`).
+    - ``ingress_classes``: IngressClasses its Ingresses name; the controller behind each must
+      run before they are applied and outlive them (it deletes the load balancer).
+    - ``pods``: its pod templates, which some node pool's nodes must be able to run
+      (see :class:`PodNeed`).
     """
 
     namespaces: tuple[str, ...] = ()
     custom_resources: tuple[str, ...] = ()
     service_accounts: tuple[ServiceAccountNeed, ...] = ()
     mounted_prefixes: tuple[MountedPrefix, ...] = ()
+    secrets: tuple[SecretNeed, ...] = ()
+    ingress_classes: tuple[str, ...] = ()
+    pods: tuple[PodNeed, ...] = ()
 
     def __add__(self, other: PlatformNeeds) -> PlatformNeeds:
         """Both sets of needs, each entry once, in the order first seen."""
@@ -74,6 +125,9 @@ class PlatformNeeds:
             custom_resources=_unique((*self.custom_resources, *other.custom_resources)),
             service_accounts=_unique((*self.service_accounts, *other.service_accounts)),
             mounted_prefixes=_unique((*self.mounted_prefixes, *other.mounted_prefixes)),
+            secrets=_unique((*self.secrets, *other.secrets)),
+            ingress_classes=_unique((*self.ingress_classes, *other.ingress_classes)),
+            pods=_unique((*self.pods, *other.pods)),
         )
 
     @staticmethod

@@ -11,7 +11,15 @@ import json
 from typing import Any
 
 from eks_inference.artifacts import override_neuron_config
-from eks_inference.charts.common import MODEL_MOUNT_PATH, OPENAI_PORT
+from eks_inference.charts.common import (
+    API_KEY_ENV,
+    MODEL_MOUNT_PATH,
+    OPENAI_PORT,
+    keep_alive_seconds,
+    requires_api_key,
+)
+from eks_inference.names import NEURON_SERVER_DEPLOYMENT as NEURON_SERVER_DEPLOYMENT
+from eks_inference.routes import Route
 from eks_inference.spec import ModelDeploymentSpec
 
 # The OpenAI server's supported entry point (0.16 on Neuron, 0.29 on GPUs); the model is its
@@ -27,7 +35,9 @@ RUNAI_STREAMER_CONCURRENCY = 16
 # config addresses the deployment by name, and the module is imported from PYTHONPATH.
 NEURON_APP_MODULE = "neuron_app"
 NEURON_APP_BUILDER = "build_app"
-NEURON_SERVER_DEPLOYMENT = "NeuronLLMServer"
+# The same module's builder of Ray Serve LLM's OpenAI application behind the API-key check,
+# for GPU RayServices that require the platform's key.
+RAY_LLM_APP_BUILDER = "build_ray_llm_app"
 
 # Serve autoscaling delays: add replicas after 30 s of sustained queueing, remove them after
 # 10 minutes of low load. A replica takes minutes to load a model, so scaling in quickly
@@ -150,8 +160,11 @@ def ray_llm_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
     }
 
 
-def neuron_app_args(spec: ModelDeploymentSpec) -> dict[str, Any]:
+def neuron_app_args(spec: ModelDeploymentSpec, *, api_key_env: str | None) -> dict[str, Any]:
     """``args`` of ``neuron_app:build_app``, exactly the keys of its contract.
+
+    ``api_key_env`` names the environment variable holding the API key the server requires, or
+    is ``None`` when it requires none; the key itself is never part of the Serve config.
 
     ``block_size`` is ``max_model_len``: the block size the Neuron plugin uses without prefix
     caching, passed so that the application configures the engine it will actually get.
@@ -168,21 +181,29 @@ def neuron_app_args(spec: ModelDeploymentSpec) -> dict[str, Any]:
         "block_size": limits.max_model_len,
         "dtype": spec.model.architecture.dtype,
         "additional_config": neuron_additional_config(spec),
+        "api_key_env": api_key_env,
     }
 
 
-def serve_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
+def serve_config(spec: ModelDeploymentSpec, route: Route | None = None) -> dict[str, Any]:
     """The Serve config (``serveConfigV2``) of a RayService: one OpenAI-compatible application.
 
     GPU deployments run Ray Serve LLM's ``build_openai_app``. Inferentia2 deployments run the
     project's Neuron application (Ray Serve LLM has no Neuron path); its one deployment
     reserves ``neuron_cores`` = TP, the Ray resource KubeRay derives from a worker's
     ``aws.amazon.com/neuroncore`` limit, so exactly one replica fits a worker pod.
+
+    Exposed on ``route``, Serve's HTTP proxies keep idle connections past the load balancer's
+    idle timeout. When the route requires the platform's API key, both applications are told
+    the environment variable holding it: the Neuron application checks it itself, and GPU
+    deployments run ``neuron_app:build_ray_llm_app``, Ray Serve LLM's same application behind
+    the same check.
     """
+    api_key_env = API_KEY_ENV if requires_api_key(route) else None
     application: dict[str, Any] = {"name": spec.name, "route_prefix": "/"}
     if spec.on_neuron:
         application["import_path"] = f"{NEURON_APP_MODULE}:{NEURON_APP_BUILDER}"
-        application["args"] = neuron_app_args(spec)
+        application["args"] = neuron_app_args(spec, api_key_env=api_key_env)
         application["deployments"] = [
             {
                 "name": NEURON_SERVER_DEPLOYMENT,
@@ -194,7 +215,15 @@ def serve_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
                 },
             }
         ]
+    elif api_key_env is not None:
+        application["import_path"] = f"{NEURON_APP_MODULE}:{RAY_LLM_APP_BUILDER}"
+        application["args"] = {"llm_configs": [ray_llm_config(spec)], "api_key_env": api_key_env}
     else:
         application["import_path"] = "ray.serve.llm:build_openai_app"
         application["args"] = {"llm_configs": [ray_llm_config(spec)]}
-    return {"applications": [application]}
+    config: dict[str, Any] = {"applications": [application]}
+    if route is not None:
+        # Applied when Serve starts, that is with each new Ray cluster; the idle timeout only
+        # changes with the platform's deployments, which roll new clusters anyway.
+        config["http_options"] = {"keep_alive_timeout_s": keep_alive_seconds(route)}
+    return config

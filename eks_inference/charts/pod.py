@@ -22,6 +22,7 @@ from eks_inference.charts.common import (
     RAY_UID,
     artifacts_gate_command,
 )
+from eks_inference.charts.contract import PodNeed, Toleration
 from eks_inference.node_pools import NodePool
 from eks_inference.spec import ModelDeploymentSpec
 
@@ -56,6 +57,13 @@ RAY_POD_SECURITY: Json = {
     "runAsGroup": RAY_GID,
     "fsGroup": RAY_GID,
 }
+# A node agent that reads the accelerators through the host's driver (neuron-monitor reads
+# every Neuron device and runtime of the node): Neuron's own DaemonSet runs it privileged, the
+# only way its image can open the devices. No escalation beyond that, and a read-only root.
+PRIVILEGED_NODE_AGENT_SECURITY: Json = {
+    "privileged": True,
+    "readOnlyRootFilesystem": True,
+}
 # Tags are pinned and inference images are tens of GiB: pull only what the node lacks.
 PULL_IF_NOT_PRESENT = "IfNotPresent"
 
@@ -85,6 +93,15 @@ def accelerator_resource(spec: ModelDeploymentSpec) -> dict[str, str]:
 def env(values: Mapping[str, str]) -> list[Json]:
     """Environment variables in the order given."""
     return [{"name": name, "value": value} for name, value in values.items()]
+
+
+def secret_env(name: str, *, secret: str, key: str) -> Json:
+    """An environment variable read from ``key`` of Secret ``secret``.
+
+    The Secret is required (not ``optional``): a container whose Secret does not exist yet is
+    not started, and the kubelet retries until it does, so a server never runs without it.
+    """
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
 def http_probe(
@@ -142,6 +159,52 @@ def placement(pool: NodePool, spec: ModelDeploymentSpec | None = None) -> Json:
     if spec is not None and spec.on_neuron and spec.tensor_parallel_size < spec.instance.cores:
         placed["schedulerName"] = names.NEURON_SCHEDULER_NAME
     return placed
+
+
+def do_not_disrupt(seconds: int | None) -> dict[str, str]:
+    """The pod annotation that keeps Karpenter from voluntarily moving the pod.
+
+    For ``seconds`` after the pod started (a Go duration; Karpenter counts from the pod's
+    start time, before its images are pulled), or, with ``None``, for as long as it runs.
+    Karpenter still drains the node for spot interruptions and, after its NodePool's
+    ``terminationGracePeriod``, for drift and expiry; without Karpenter the annotation is
+    read by nothing.
+    """
+    return {names.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true" if seconds is None else f"{seconds}s"}
+
+
+def scheduling_need(
+    path: Sequence[str | int],
+    pool: NodePool,
+    pod_spec: Json,
+    *,
+    sidecars: Sequence[Json] = (),
+) -> PodNeed:
+    """What a node must offer to run ``pod_spec``, which is placed on ``pool``.
+
+    Read from the pod as rendered, so the need is what the pod asks for; ``sidecars`` are
+    containers an operator adds to the pod at runtime (KubeRay's autoscaler in a Ray head).
+    """
+    return PodNeed(
+        path=tuple(path),
+        pool=pool.name,
+        node_selector=tuple(sorted(pod_spec.get("nodeSelector", {}).items())),
+        tolerations=tuple(
+            Toleration(
+                key=t.get("key"),
+                operator=t.get("operator", "Equal"),
+                value=t.get("value"),
+                effect=t.get("effect"),
+            )
+            for t in pod_spec.get("tolerations", [])
+        ),
+        requests=tuple(_requests(c) for c in (*pod_spec["containers"], *sidecars)),
+        init_requests=tuple(_requests(c) for c in pod_spec.get("initContainers", [])),
+    )
+
+
+def _requests(container: Json) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(container.get("resources", {}).get("requests", {}).items()))
 
 
 def artifacts_gate(

@@ -22,6 +22,8 @@ from constructs import Construct
 from eks_inference import names
 from eks_inference.charts import engine, pod
 from eks_inference.charts.common import (
+    API_KEY_ENV,
+    API_KEY_SECRET_NEED,
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
     MODEL_MOUNT_PATH,
@@ -33,25 +35,38 @@ from eks_inference.charts.common import (
     compiled_artifacts_path,
     dump_yaml,
     gates_on_compiled_artifacts,
+    keep_alive_seconds,
     memory_share_mib,
     metadata,
     object_labels,
+    requires_api_key,
     rollout_seconds,
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.mountpoint import MountpointVolume
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.platform import Placement
+from eks_inference.routes import Route
 from eks_inference.sizing import pod_resources
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.versions import RAY_HEAD_GPU_IMAGE, RAY_LLM_GPU_IMAGE, RAY_VERSION
 
 COMPONENT = "rayservice"
+# Components of the Ray pods (their `app.kubernetes.io/component` label and container names).
+HEAD_COMPONENT = "ray-head"
+WORKER_COMPONENT = "ray-worker"
 RAY_API_VERSION = "ray.io/v1"
 INITIALIZING_TIMEOUT_ANNOTATION = "ray.io/initializing-timeout"
 # Hash of the Neuron application's source on the pod templates: a change of the code changes
 # the cluster spec, so KubeRay rolls a new cluster instead of leaving old code running.
 SERVE_APP_HASH_ANNOTATION = "eks-inference.io/serve-app-sha256"
+# The Serve proxies' keep-alive on the pod templates: Serve reads its HTTP options only when it
+# starts, so a changed value changes the cluster spec and KubeRay rolls a new cluster with it.
+KEEP_ALIVE_ANNOTATION = "eks-inference.io/http-keep-alive-seconds"
+# Head and workers: Kubernetes' default grace, written out because the load balancer drains a
+# Ray target for as long (eks_inference.charts.endpoint). Ray Serve drains a node's proxy
+# before the autoscaler removes its pod, so requests have left it by then.
+TERMINATION_GRACE_S = 30
 # Where the Neuron application's ConfigMap is mounted; on PYTHONPATH in head and workers,
 # so Serve imports `neuron_app` wherever it builds or runs the application.
 SERVE_APP_PATH = "/opt/eks-inference/serve"
@@ -76,12 +91,19 @@ _SHM_HEADROOM_MIB = 2 * 1024
 # has already smoothed demand, and each new pod waits minutes for a node and a model load.
 _IDLE_TIMEOUT_S = 300
 _UPSCALING_MODE = "Aggressive"
+# Every Ray node exports Ray's, Serve's and (through Ray's stat logger) vLLM's metrics on
+# KubeRay's default metrics-export-port, 8080, under the port name KubeRay looks for
+# ("metrics"): declared on head and workers alike, so the PodMonitors that scrape them name a
+# port each pod template has (KubeRay 1.7 adds the same port when it is missing).
+RAY_METRICS_PORT_NAME = "metrics"
+RAY_METRICS_PORT = 8080
+_METRICS_PORT = (RAY_METRICS_PORT_NAME, RAY_METRICS_PORT)
 _HEAD_PORTS = (
     ("gcs-server", 6379),
     ("dashboard", 8265),
     ("client", 10001),
     ("serve", OPENAI_PORT),
-    ("metrics", 8080),
+    _METRICS_PORT,
 )
 
 
@@ -92,13 +114,23 @@ def neuron_app_source() -> str:
     )
 
 
+def serve_service_name(spec: ModelDeploymentSpec) -> str:
+    """The Service KubeRay creates for a RayService's Serve proxies: ``<name>-serve-svc``."""
+    return f"{spec.name}-serve-svc"
+
+
 @dataclass(frozen=True)
 class _ServeAppFiles:
-    """What head and worker pods need to import the Serve application (nothing on GPUs)."""
+    """What head and worker pods need to import and run the Serve application.
+
+    Nothing for Ray Serve LLM's own application on GPUs; the project's module when the
+    application is the Neuron one or requires the API key.
+    """
 
     volumes: tuple[pod.Json, ...] = ()
     mounts: tuple[pod.Json, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    secret_env: tuple[pod.Json, ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
 
 
@@ -107,9 +139,10 @@ class RayServiceChart(DeploymentChart):
 
     Objects: the ServiceAccount ``names.service_account_name(spec.name)`` (head and workers;
     KubeRay binds the autoscaler's role to it; its pods get no AWS credentials, since the
-    weights come through Mountpoint), on Inferentia2 a ConfigMap holding the Neuron Serve
-    application, and the RayService ``<deployment>``, served by KubeRay's
-    ``<deployment>-serve-svc`` on port 8000. :attr:`needs` names the RayService CRD.
+    weights come through Mountpoint), on Inferentia2 (and whenever the API key is required) a
+    ConfigMap holding the project's Serve module, and the RayService ``<deployment>``, served
+    by KubeRay's ``<deployment>-serve-svc`` (:func:`serve_service_name`) on port 8000.
+    :attr:`needs` names the RayService CRD and, with an API key, the platform's Secret.
 
     Decisions:
 
@@ -124,9 +157,17 @@ class RayServiceChart(DeploymentChart):
       set of replicas while both run.
     - ``ray.io/initializing-timeout`` is the rollout budget (node launch, image pull, model
       load): past it KubeRay marks the service failed rather than waiting forever.
+    - ``karpenter.sh/do-not-disrupt``: Karpenter never moves the head (every replica of the
+      cluster would restart) and leaves a worker alone for the rollout budget, while its
+      replica may still be loading; a loaded worker may be moved, one node at a time.
     - With ``min_replicas`` >= 1 the head is left out of the serve Service, so requests go
       straight to worker proxies; with 0 it stays in, since its proxy is what receives the
       first request and triggers a scale-up from zero.
+    - Exposed on a load balancer (``route``): the proxies keep idle connections past its idle
+      timeout, and when the route requires the platform's API key, head and workers read it
+      from the platform's Secret into ``VLLM_API_KEY``, whose name the Serve application is
+      given; the application answers ``/v1`` requests without ``Authorization: Bearer <key>``
+      with 401 (``neuron_app.APIKeyMiddleware``, on Ray Serve LLM's application too).
 
     The RayService's fields are written in reading order (what it serves, then the cluster
     that serves it), not sorted.
@@ -141,6 +182,7 @@ class RayServiceChart(DeploymentChart):
         *,
         weights: MountpointVolume | None,
         artifacts: MountpointVolume | None,
+        route: Route | None = None,
     ) -> None:
         if weights is None:
             raise ValueError(
@@ -158,7 +200,8 @@ class RayServiceChart(DeploymentChart):
             )
         ]
         app = _ServeAppFiles()
-        if spec.on_neuron:
+        api_key = requires_api_key(route)
+        if spec.on_neuron or api_key:
             source = neuron_app_source()
             config_map = f"{spec.name}-serve-app"
             objects.append(
@@ -173,17 +216,39 @@ class RayServiceChart(DeploymentChart):
                 volumes=(pod.config_map_volume("serve-app", config_map, [SERVE_APP_FILE]),),
                 mounts=(pod.mount("serve-app", SERVE_APP_PATH, read_only=True),),
                 env=(("PYTHONPATH", SERVE_APP_PATH),),
+                secret_env=(
+                    (
+                        pod.secret_env(
+                            API_KEY_ENV,
+                            secret=API_KEY_SECRET_NEED.name,
+                            key=API_KEY_SECRET_NEED.key,
+                        ),
+                    )
+                    if api_key
+                    else ()
+                ),
                 annotations=(
                     (SERVE_APP_HASH_ANNOTATION, hashlib.sha256(source.encode()).hexdigest()),
+                    *(
+                        ((KEEP_ALIVE_ANNOTATION, str(keep_alive_seconds(route))),)
+                        if route is not None
+                        else ()
+                    ),
                 ),
+            )
+        elif route is not None:
+            app = _ServeAppFiles(
+                annotations=((KEEP_ALIVE_ANNOTATION, str(keep_alive_seconds(route))),)
             )
         worker = pod_resources(spec.instance, spec.replicas_per_node)
         head_pod = _head_pod(spec, placement, context, app, account)
         worker_pod = _worker_pod(spec, placement, context, app, account, weights, artifacts)
+        autoscaler_resources = pod.resources({"cpu": _AUTOSCALER_CPU, "memory": _AUTOSCALER_MEMORY})
+        cluster_path = (f"RayService/{spec.name}", "spec", "rayClusterConfig")
         ray_service_spec = {
             "upgradeStrategy": {"type": "NewCluster"},
             "excludeHeadPodFromServeSvc": spec.scaling.min_replicas > 0,
-            "serveConfigV2": dump_yaml([engine.serve_config(spec)]),
+            "serveConfigV2": dump_yaml([engine.serve_config(spec, route)]),
             "rayClusterConfig": {
                 "rayVersion": RAY_VERSION,
                 "enableInTreeAutoscaling": True,
@@ -192,9 +257,7 @@ class RayServiceChart(DeploymentChart):
                     "idleTimeoutSeconds": _IDLE_TIMEOUT_S,
                     "upscalingMode": _UPSCALING_MODE,
                     "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
-                    "resources": pod.resources(
-                        {"cpu": _AUTOSCALER_CPU, "memory": _AUTOSCALER_MEMORY}
-                    ),
+                    "resources": autoscaler_resources,
                     "securityContext": pod.RAY_SECURITY,
                 },
                 "headGroupSpec": {
@@ -205,7 +268,10 @@ class RayServiceChart(DeploymentChart):
                         "dashboard-host": "0.0.0.0",
                         "object-store-memory": _object_store_bytes(_HEAD_MEMORY_MIB),
                     },
-                    "template": _template(spec, "ray-head", head_pod, app),
+                    # Evicting the head restarts every replica of the cluster.
+                    "template": _template(
+                        spec, HEAD_COMPONENT, head_pod, app, pod.do_not_disrupt(None)
+                    ),
                 },
                 "workerGroupSpecs": [
                     {
@@ -217,7 +283,14 @@ class RayServiceChart(DeploymentChart):
                         "rayStartParams": {
                             "object-store-memory": _object_store_bytes(worker.memory_mib),
                         },
-                        "template": _template(spec, "ray-worker", worker_pod, app),
+                        # A worker is left alone while its replica may still be loading.
+                        "template": _template(
+                            spec,
+                            WORKER_COMPONENT,
+                            worker_pod,
+                            app,
+                            pod.do_not_disrupt(rollout_seconds(spec)),
+                        ),
                     }
                 ],
             },
@@ -243,17 +316,38 @@ class RayServiceChart(DeploymentChart):
             COMPONENT,
             objects,
             PlatformNeeds(
-                namespaces=(INFERENCE_NAMESPACE,), custom_resources=(names.RAYSERVICE_CRD,)
+                namespaces=(INFERENCE_NAMESPACE,),
+                custom_resources=(names.RAYSERVICE_CRD,),
+                secrets=(API_KEY_SECRET_NEED,) if api_key else (),
+                pods=(
+                    pod.scheduling_need(
+                        (*cluster_path, "headGroupSpec", "template"),
+                        placement.head,
+                        head_pod,
+                        # KubeRay adds the autoscaler to the head pod.
+                        sidecars=({"resources": autoscaler_resources},),
+                    ),
+                    pod.scheduling_need(
+                        (*cluster_path, "workerGroupSpecs", 0, "template"),
+                        placement.workers,
+                        worker_pod,
+                    ),
+                ),
             ),
         )
 
 
 def _template(
-    spec: ModelDeploymentSpec, component: str, pod_spec: pod.Json, app: _ServeAppFiles
+    spec: ModelDeploymentSpec,
+    component: str,
+    pod_spec: pod.Json,
+    app: _ServeAppFiles,
+    annotations: dict[str, str],
 ) -> pod.Json:
-    meta: pod.Json = {"labels": object_labels(spec, component)}
-    if app.annotations:
-        meta["annotations"] = dict(app.annotations)
+    meta: pod.Json = {
+        "labels": object_labels(spec, component),
+        "annotations": {**dict(app.annotations), **annotations},
+    }
     return {"metadata": meta, "spec": pod_spec}
 
 
@@ -263,6 +357,7 @@ def _identity(service_account: str, *, api_token: bool) -> pod.Json:
         "serviceAccountName": service_account,
         "automountServiceAccountToken": api_token,
         "securityContext": pod.RAY_POD_SECURITY,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
     }
 
 
@@ -274,11 +369,11 @@ def _head_pod(
     service_account: str,
 ) -> pod.Json:
     container = {
-        "name": "ray-head",
+        "name": HEAD_COMPONENT,
         "image": context.neuron_ray_image if spec.on_neuron else RAY_HEAD_GPU_IMAGE,
         "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
-        "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in _HEAD_PORTS],
-        "env": pod.env({"RAY_USAGE_STATS_ENABLED": "0", **dict(app.env)}),
+        "ports": _ports(_HEAD_PORTS),
+        "env": [*pod.env({"RAY_USAGE_STATS_ENABLED": "0", **dict(app.env)}), *app.secret_env],
         "resources": pod.resources({"cpu": _HEAD_CPU, "memory": f"{_HEAD_MEMORY_MIB}Mi"}),
         "securityContext": pod.RAY_SECURITY,
         "volumeMounts": [pod.mount("shm", "/dev/shm"), *app.mounts],
@@ -327,10 +422,11 @@ def _worker_pod(
         mounts.append(pod.mount(ARTIFACTS_ROLE, ARTIFACTS_MOUNT_PATH, read_only=True))
         volumes.append(pod.claim_volume(ARTIFACTS_ROLE, artifacts.claim_name))
     container = {
-        "name": "ray-worker",
+        "name": WORKER_COMPONENT,
         "image": image,
         "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
-        "env": pod.env(env),
+        "ports": _ports((_METRICS_PORT,)),
+        "env": [*pod.env(env), *app.secret_env],
         "resources": pod.resources(
             {"cpu": worker.cpu, "memory": worker.memory, **pod.accelerator_resource(spec)}
         ),
@@ -352,6 +448,10 @@ def _worker_pod(
     worker_pod["containers"] = [container]
     worker_pod["volumes"] = volumes
     return worker_pod
+
+
+def _ports(ports: tuple[tuple[str, int], ...]) -> list[pod.Json]:
+    return [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in ports]
 
 
 def _object_store_mib(memory_mib: int) -> int:

@@ -14,6 +14,8 @@ from constructs import Construct
 from eks_inference import names
 from eks_inference.charts import engine, pod
 from eks_inference.charts.common import (
+    API_KEY_ENV,
+    API_KEY_SECRET_NEED,
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
     HEALTH_PATH,
@@ -25,10 +27,12 @@ from eks_inference.charts.common import (
     api_object,
     compiled_artifacts_path,
     gates_on_compiled_artifacts,
+    keep_alive_seconds,
     memory_share_mib,
     metadata,
     model_load_seconds,
     object_labels,
+    requires_api_key,
     rollout_seconds,
     selector_labels,
 )
@@ -36,12 +40,16 @@ from eks_inference.charts.contract import PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.mountpoint import MountpointVolume
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.platform import Placement
+from eks_inference.routes import Route
 from eks_inference.sizing import pod_resources
 from eks_inference.spec import VLLM_ROLLOUT_SURGE, ModelDeploymentSpec
 from eks_inference.versions import NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
 
 COMPONENT = "vllm"
 CONTAINER_NAME = "vllm"
+# The server's one port: the OpenAI API and, on the same port, vLLM's Prometheus /metrics.
+HTTP_PORT_NAME = "http"
+METRICS_PATH = "/metrics"
 # Writable directories on a read-only root filesystem: HOME (and with it every cache vLLM,
 # Hugging Face, Triton, FlashInfer and torch keep under ~/.cache) and /tmp (torch inductor,
 # Neuron compiler work directories). Bounded so that a runaway cache is evicted rather than
@@ -66,9 +74,10 @@ _LIVENESS_PERIOD_S = 30
 _LIVENESS_TIMEOUT_S = 10
 _LIVENESS_FAILURES = 3
 # On termination: keep serving for 10 s while endpoints drop the pod, then let in-flight
-# generations finish within two minutes.
+# generations finish within two minutes. The load balancer drains a target for as long
+# (eks_inference.charts.endpoint), so a generation in flight is never cut off by either.
 _PRE_STOP_SLEEP_S = 10
-_TERMINATION_GRACE_S = 120
+TERMINATION_GRACE_S = 120
 
 
 def shared_memory_mib(memory_mib: int) -> int:
@@ -111,14 +120,19 @@ class VllmChart(DeploymentChart):
     - **ServiceAccount** ``names.service_account_name(spec.name)``: with the Run:ai streamer
       its pods read the weights prefix with their own identity, recorded in :attr:`needs` for
       the CDK side to give it a Pod Identity role; otherwise it has no AWS access at all.
-    - **Deployment** of ``spec.scaling.min_replicas`` pods (standalone vLLM has a fixed
-      count), each one model replica on ``tensor_parallel_size`` NeuronCores or GPUs. Rolls
+    - **Deployment** of ``spec.scaling.min_replicas`` pods (a fixed count unless
+      ``scaling.autoscale``, when the count is left to the KEDA autoscaler of
+      :mod:`eks_inference.charts.autoscaling`), each one model replica on
+      ``tensor_parallel_size`` NeuronCores or GPUs. Rolls
       :data:`~eks_inference.spec.VLLM_ROLLOUT_SURGE` extra replica at a time and never below
       the current count (``maxUnavailable`` 0), so a rollout needs room for one more replica
       in the node pool. Pods are selected by the deployment's instance and component labels.
     - **Service** ``<deployment>``: ClusterIP, OpenAI API on port 8000.
     - **PodDisruptionBudget**: one replica at a time may be evicted, so node drains proceed
-      without taking the whole model down; unhealthy pods may always be evicted.
+      without taking the whole model down; unhealthy pods may always be evicted. A replica
+      that is still loading is unready, so the budget cannot protect it: its pods carry
+      ``karpenter.sh/do-not-disrupt`` for the rollout budget (image pull and model load), so
+      Karpenter never moves a replica mid-load; once loaded, the budget governs.
 
     The pod (:mod:`eks_inference.charts.pod`): root images with a read-only root filesystem and
     bounded emptyDirs for HOME and /tmp, a memory-backed /dev/shm; CPU and memory from the
@@ -126,6 +140,14 @@ class VllmChart(DeploymentChart):
     a loaded model first); images pulled only if not present (pinned tags, tens of GiB); HTTP
     probes on ``/health``, the startup probe sized for the model load; the pool's selector and
     tolerations, and the Neuron scheduler for part of a node's cores.
+
+    Exposed on a load balancer (``route``), the server keeps idle connections open past the
+    load balancer's idle timeout and, when the route requires the platform's API key, reads it
+    from the platform's Secret into ``VLLM_API_KEY`` and passes ``--api-key $(VLLM_API_KEY)``
+    (Kubernetes expands the reference; the manifest never holds the key). vLLM then answers
+    every ``/v1`` request without ``Authorization: Bearer <key>`` with 401; ``/health`` stays
+    open for the probes and the load balancer's health checks. :attr:`needs` records the
+    Secret.
     """
 
     def __init__(
@@ -137,6 +159,7 @@ class VllmChart(DeploymentChart):
         *,
         weights: MountpointVolume | None,
         artifacts: MountpointVolume | None,
+        route: Route | None = None,
     ) -> None:
         if (weights is None) != (spec.weights.loader == "runai_streamer"):
             raise ValueError(
@@ -152,13 +175,17 @@ class VllmChart(DeploymentChart):
             {"automountServiceAccountToken": False},
         )
         selector = selector_labels(spec, COMPONENT)
+        # With autoscaling the replica count belongs to the autoscaler: a count in the
+        # manifest would reset it to min_replicas on every apply, in the middle of a burst.
+        replicas = {} if spec.scaling.autoscale else {"replicas": spec.scaling.min_replicas}
+        pod_spec = _pod(spec, placement, context, account, weights, artifacts, route)
         deployment = api_object(
             "apps/v1",
             "Deployment",
             metadata(spec.name, labels),
             {
                 "spec": {
-                    "replicas": spec.scaling.min_replicas,
+                    **replicas,
                     "selector": {"matchLabels": selector},
                     "strategy": {
                         "type": "RollingUpdate",
@@ -168,8 +195,12 @@ class VllmChart(DeploymentChart):
                     # image pull and a model load.
                     "progressDeadlineSeconds": rollout_seconds(spec),
                     "template": {
-                        "metadata": {"labels": labels},
-                        "spec": _pod(spec, placement, context, account, weights, artifacts),
+                        # Karpenter leaves a replica alone while it may still be loading.
+                        "metadata": {
+                            "labels": labels,
+                            "annotations": pod.do_not_disrupt(rollout_seconds(spec)),
+                        },
+                        "spec": pod_spec,
                     },
                 }
             },
@@ -182,7 +213,9 @@ class VllmChart(DeploymentChart):
                 "spec": {
                     "type": "ClusterIP",
                     "selector": selector,
-                    "ports": [{"name": "http", "port": OPENAI_PORT, "targetPort": OPENAI_PORT}],
+                    "ports": [
+                        {"name": HTTP_PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}
+                    ],
                 }
             },
         )
@@ -215,7 +248,18 @@ class VllmChart(DeploymentChart):
             spec,
             COMPONENT,
             [service_account, deployment, service, disruption_budget],
-            PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,), service_accounts=identity),
+            PlatformNeeds(
+                namespaces=(INFERENCE_NAMESPACE,),
+                service_accounts=identity,
+                secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
+                pods=(
+                    pod.scheduling_need(
+                        (f"Deployment/{spec.name}", "spec", "template"),
+                        placement.workers,
+                        pod_spec,
+                    ),
+                ),
+            ),
         )
 
 
@@ -226,6 +270,7 @@ def _pod(
     service_account: str,
     weights: MountpointVolume | None,
     artifacts: MountpointVolume | None,
+    route: Route | None,
 ) -> pod.Json:
     share = pod_resources(spec.instance, spec.replicas_per_node)
     image = NEURON_VLLM_IMAGE if spec.on_neuron else VLLM_GPU_IMAGE
@@ -243,14 +288,26 @@ def _pod(
         volumes.append(pod.claim_volume(ARTIFACTS_ROLE, artifacts.claim_name))
         mounts.append(pod.mount(ARTIFACTS_ROLE, ARTIFACTS_MOUNT_PATH, read_only=True))
     load_seconds = model_load_seconds(spec)
+    args = engine.vllm_server_args(spec, bucket_name=context.bucket_name)
+    environment = pod.env(server_environment(spec, context))
+    if route is not None:
+        environment += pod.env({"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(keep_alive_seconds(route))})
+    if requires_api_key(route):
+        environment.append(
+            pod.secret_env(
+                API_KEY_ENV, secret=API_KEY_SECRET_NEED.name, key=API_KEY_SECRET_NEED.key
+            )
+        )
+        args += ["--api-key", f"$({API_KEY_ENV})"]
     container = {
         "name": CONTAINER_NAME,
         "image": image,
         "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
         "command": list(engine.VLLM_SERVE_COMMAND),
-        "args": engine.vllm_server_args(spec, bucket_name=context.bucket_name),
-        "ports": [{"containerPort": OPENAI_PORT}],
-        "env": pod.env(server_environment(spec, context)),
+        "args": args,
+        # Named, so that the PodMonitor scraping /metrics refers to the port by its name.
+        "ports": [{"name": HTTP_PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
+        "env": environment,
         "resources": pod.resources(
             {"cpu": share.cpu, "memory": share.memory, **pod.accelerator_resource(spec)}
         ),
@@ -269,7 +326,7 @@ def _pod(
         "serviceAccountName": service_account,
         # Pod Identity mounts its own token; the Kubernetes API is never called.
         "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": _TERMINATION_GRACE_S,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
         "securityContext": pod.ROOT_IMAGE_POD_SECURITY,
         **pod.placement(placement.workers, spec),
         "containers": [container],

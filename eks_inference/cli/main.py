@@ -32,6 +32,11 @@ DEFAULT_PLATFORM = Path("deployments.yaml")
 # transfers saturate a node's network without throttling from S3.
 DEFAULT_PART_SIZE_MIB = 64
 DEFAULT_CONCURRENCY = 16
+# `models`: the key is read from the variable the OpenAI SDKs read; a connection to a load
+# balancer opens within seconds or not at all; a model list is answered at once.
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+DEFAULT_READ_TIMEOUT_S = 30.0
 _ZONE = re.compile(ZONE_PATTERN)
 
 
@@ -143,6 +148,13 @@ def plan(
         Path | None,
         typer.Option(help="Write a PNG of cost per 1M tokens against throughput (needs --model)."),
     ] = None,
+    spot_price: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="TYPE=USD: spot price per hour of an instance type for SPOT pools, instead of "
+            "the catalog's (repeatable)."
+        ),
+    ] = None,
 ) -> None:
     """Memory fit, decode throughput bound and cost: per deployment, or for one configuration."""
     for option, value in (
@@ -172,7 +184,9 @@ def plan(
         ]
         if given:
             raise BadInput(f"{', '.join(given)} need --model")
-        platform_plan = planning.plan_platform(inputs.load_platform(platform))
+        platform_plan = planning.plan_platform(
+            inputs.load_platform(platform), planning.parse_spot_prices(spot_price or [])
+        )
         if json_output:
             _emit(json.dumps(platform_plan.as_json(), indent=2), output)
         elif markdown:
@@ -186,6 +200,8 @@ def plan(
 
     if markdown:
         raise BadInput("--markdown plans the platform file; drop --model")
+    if spot_price:
+        raise BadInput("--spot-price prices the platform's SPOT pools; use --price-per-hour")
     model_name, entry = inputs.resolve_model(model)
     arch = entry.architecture
     selected = None
@@ -376,6 +392,45 @@ def preflight(
     failed = [r for r in results if r.failed]
     if failed:
         raise CommandFailed(f"{len(failed)} of {len(results)} preflight checks failed")
+
+
+@app.command()
+def models(
+    url: Annotated[
+        str,
+        typer.Option(help="The deployment's base URL, ending in /v1 (the stack's BaseUrl output)."),
+    ],
+    api_key_env: Annotated[
+        str, typer.Option(help="Environment variable holding the API key.")
+    ] = DEFAULT_API_KEY_ENV,
+    no_api_key: Annotated[
+        bool,
+        typer.Option("--no-api-key", help="Send no key (an endpoint with authentication: none)."),
+    ] = False,
+    connect_timeout: Annotated[
+        float, typer.Option(min=0.1, max=300, help="Seconds allowed to open the connection.")
+    ] = DEFAULT_CONNECT_TIMEOUT_S,
+    read_timeout: Annotated[
+        float, typer.Option(min=0.1, max=3600, help="Seconds allowed for each read.")
+    ] = DEFAULT_READ_TIMEOUT_S,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the models as JSON.")] = False,
+) -> None:
+    """Ask a deployed endpoint which models it serves (GET /v1/models with the API key)."""
+    from dataclasses import asdict
+
+    from eks_inference.cli import endpoint
+
+    target = endpoint.models_endpoint(url)
+    key = None if no_api_key else endpoint.api_key_from(api_key_env)
+    served = endpoint.list_models(
+        target, key, connect_timeout=connect_timeout, read_timeout=read_timeout
+    )
+    if as_json:
+        typer.echo(json.dumps([asdict(m) for m in served]))
+    else:
+        console.stdout().print(endpoint.models_table(target, served))
+    if not served:
+        raise CommandFailed(f"{target.url} serves no model")
 
 
 @app.command()

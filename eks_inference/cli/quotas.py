@@ -60,5 +60,9 @@ def quota_class(instance: InstanceType) -> str:
 
 
 def vcpu_quota(instance: InstanceType, capacity_type: CapacityType) -> VcpuQuota:
-    """The quota that running ``instance`` on ``capacity_type`` counts against."""
-    return _QUOTAS[(quota_class(instance), capacity_type)]
+    """The quota that running ``instance`` on ``capacity_type`` counts against.
+
+    Instances in On-Demand Capacity Reservations count against the on-demand quota.
+    """
+    on_demand_or_spot: CapacityType = "SPOT" if capacity_type == "SPOT" else "ON_DEMAND"
+    return _QUOTAS[(quota_class(instance), on_demand_or_spot)]

@@ -2,14 +2,20 @@
 and the model deployments served on them."""
 
 from eks_inference.constructs.addons import InferenceAddons
+from eks_inference.constructs.api_keys import ApiKeys
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
+from eks_inference.constructs.load_balancer_controller import LoadBalancerController
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.constructs.model_deployment import ModelDeployment, NeuronRayImage
 from eks_inference.constructs.nodegroups import PoolNodegroup, cluster_autoscaler_tags
+from eks_inference.constructs.observability import InferenceObservability
 
 __all__ = [
+    "ApiKeys",
     "InferenceAddons",
     "InferenceCluster",
+    "InferenceObservability",
+    "LoadBalancerController",
     "ModelBucket",
     "ModelDeployment",
     "NeuronRayImage",

@@ -41,7 +41,7 @@ def _pools(pools: Iterable[NodePool], accelerator: Accelerator) -> list[NodePool
     return [p for p in pools if p.accelerator is accelerator]
 
 
-def _tolerations(pools: Iterable[NodePool]) -> list[dict[str, str]]:
+def pool_tolerations(pools: Iterable[NodePool]) -> list[dict[str, str]]:
     unique: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
     for pool in pools:
         for toleration in pool.tolerations():
@@ -49,7 +49,7 @@ def _tolerations(pools: Iterable[NodePool]) -> list[dict[str, str]]:
     return [_CRITICAL_ADDONS_TOLERATION, *unique.values()]
 
 
-def _pool_affinity(pools: Sequence[NodePool]) -> dict[str, Any]:
+def pool_affinity(pools: Sequence[NodePool]) -> dict[str, Any]:
     """Required node affinity matching every label of any one of ``pools``."""
     return {
         "nodeAffinity": {
@@ -66,6 +66,26 @@ def _pool_affinity(pools: Sequence[NodePool]) -> dict[str, Any]:
             }
         }
     }
+
+
+def helm_chart(
+    scope: Construct,
+    cluster: InferenceCluster,
+    construct_id: str,
+    pinned: versions.HelmChartVersion,
+    **options: Any,
+) -> eks.HelmChart:
+    """A Helm release of ``pinned`` (chart, repository and version from versions.py) on
+    ``cluster``, in ``scope``; the kubectl Lambda fetches the chart at deploy time."""
+    return eks.HelmChart(
+        scope,
+        construct_id,
+        cluster=cluster.eks_cluster,
+        chart=pinned.chart,
+        repository=pinned.repository,
+        version=pinned.version,
+        **options,
+    )
 
 
 class InferenceAddons(Construct):
@@ -85,7 +105,8 @@ class InferenceAddons(Construct):
       (:meth:`grant_mountpoint_read`); the driver serves every Mountpoint volume of the
       cluster, so it needs the union of the prefixes that volumes mount.
     * **Cluster Autoscaler** on the system pool, discovering node groups by their tags, with
-      a least-privilege Pod Identity role (scaling actions only on this cluster's groups).
+      a least-privilege Pod Identity role (scaling actions only on this cluster's groups);
+      not with ``node_provisioning="karpenter"``, where Karpenter provisions the nodes.
 
     Charts that use Pod Identity depend on the Pod Identity Agent; the Mountpoint add-on too.
     Model deployments take this object as a parameter: what they need from it (the operator
@@ -111,9 +132,14 @@ class InferenceAddons(Construct):
         self.nvidia_device_plugin_chart = self._add_nvidia(cluster)
         self.kuberay_operator_chart = self._add_kuberay(cluster, system)
         self.mountpoint_role, self.mountpoint_addon = self._add_mountpoint(cluster)
-        self.cluster_autoscaler_role, self.cluster_autoscaler_chart = self._add_autoscaler(
-            cluster, system
-        )
+        # With Karpenter, Karpenter adds and removes the nodes (KarpenterNodeProvisioning);
+        # a Cluster Autoscaler beside it would fight it over the system node group.
+        self.cluster_autoscaler_role: iam.Role | None = None
+        self.cluster_autoscaler_chart: eks.HelmChart | None = None
+        if cluster.node_provisioning == "managed":
+            self.cluster_autoscaler_role, self.cluster_autoscaler_chart = self._add_autoscaler(
+                cluster, system
+            )
         self._crd_installers: dict[str, IConstruct] = dict.fromkeys(
             _KUBERAY_CRDS, self.kuberay_operator_chart
         )
@@ -141,15 +167,24 @@ class InferenceAddons(Construct):
         **options: Any,
     ) -> eks.HelmChart:
         """A Helm release of ``pinned`` (chart, repository and version from versions.py)."""
-        return eks.HelmChart(
-            self,
-            construct_id,
-            cluster=cluster.eks_cluster,
-            chart=pinned.chart,
-            repository=pinned.repository,
-            version=pinned.version,
-            **options,
-        )
+        return helm_chart(self, cluster, construct_id, pinned, **options)
+
+    def register_crd_installer(self, crds: Iterable[str], installer: IConstruct) -> None:
+        """Record that ``installer`` (an add-on created elsewhere) installs ``crds``.
+
+        Add-ons of other constructs (the observability stack) register here, so that
+        :meth:`crd_installer` answers for every custom resource the cluster has, whoever
+        installs it; a CRD has one installer.
+        """
+        for crd in crds:
+            existing = self._crd_installers.get(crd)
+            if existing is not None and existing is not installer:
+                raise ValueError(f"custom resource {crd!r} already has an installer")
+            self._crd_installers[crd] = installer
+
+    def installs(self, crds: Iterable[str]) -> bool:
+        """True when an add-on of this cluster installs every one of ``crds``."""
+        return all(crd in self._crd_installers for crd in crds)
 
     def grant_mountpoint_read(self, prefix: str) -> None:
         """Let the Mountpoint driver read ``prefix`` of the model bucket (idempotent)."""
@@ -173,7 +208,7 @@ class InferenceAddons(Construct):
             values={
                 # The device plugin and the problem detector select nodes by these types.
                 "neuronInstances": sorted({t for p in pools for t in p.instance_types}),
-                "devicePlugin": {"tolerations": _tolerations(pools)},
+                "devicePlugin": {"tolerations": pool_tolerations(pools)},
                 "scheduler": {
                     "enabled": True,
                     **on_system,
@@ -205,8 +240,8 @@ class InferenceAddons(Construct):
             release="nvidia-device-plugin",
             namespace=SYSTEM_NAMESPACE,
             values={
-                "affinity": _pool_affinity(pools),
-                "tolerations": _tolerations(pools),
+                "affinity": pool_affinity(pools),
+                "tolerations": pool_tolerations(pools),
             },
         )
 

@@ -13,7 +13,7 @@ from importlib import import_module
 from typing import cast
 
 import cdk8s
-from aws_cdk import CfnOutput, Fn, Stack
+from aws_cdk import CfnOutput, Fn, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -23,7 +23,6 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from eks_inference import versions
-from eks_inference.catalog import Accelerator
 from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.constructs._nag import (
     acknowledge,
@@ -33,11 +32,16 @@ from eks_inference.constructs._nag import (
 )
 from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.node_pools import NodePool
+from eks_inference.node_pools import (
+    NodePool,
+    NodeProvisioning,
+    managed_node_group_problems,
+    system_pool_of,
+)
 
 # The VPC CNI's policy is not among them: the CNI gets it through Pod Identity, so that no
 # pod on a node holds the permission to rewire the VPC's network interfaces.
-_NODE_POLICIES = (
+NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
     "AmazonEC2ContainerRegistryReadOnly",
 )
@@ -46,6 +50,9 @@ _VPC_CNI_SERVICE_ACCOUNT = "aws-node"
 _PRIVATE_SUBNET_CIDR_MASK = 18
 _PUBLIC_SUBNET_CIDR_MASK = 24
 _VPC_CIDR = "10.0.0.0/16"
+# Subnet tags the AWS Load Balancer Controller discovers subnets by.
+PUBLIC_LOAD_BALANCER_SUBNET_TAG = "kubernetes.io/role/elb"
+INTERNAL_LOAD_BALANCER_SUBNET_TAG = "kubernetes.io/role/internal-elb"
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,10 @@ class InferenceCluster(Construct):
 
     * a VPC across ``max_azs`` availability zones (or uses ``vpc``), nodes in private subnets,
       one NAT gateway per zone (image pulls of tens of GB stay in their zone) and an S3
-      gateway endpoint, so model weights are read from S3 without NAT charges;
+      gateway endpoint, so model weights are read from S3 without NAT charges; its public and
+      private subnets are tagged for the AWS Load Balancer Controller's subnet discovery
+      (``kubernetes.io/role/elb``, ``kubernetes.io/role/internal-elb``); tag the subnets of
+      a ``vpc`` you bring yourself;
     * a native EKS cluster at ``kubernetes_version`` (default 1.35) with all control-plane log
       types enabled, Kubernetes secrets envelope-encrypted by a customer-managed KMS key with
       rotation on, and access only through access entries (no aws-auth ConfigMap);
@@ -105,7 +115,9 @@ class InferenceCluster(Construct):
       can be applied (``self.cluster.add_helm_chart`` / ``add_manifest`` / ``add_cdk8s_chart``);
     * the EKS Pod Identity Agent add-on: pods get AWS credentials through Pod Identity
       (:meth:`add_pod_identity`), which needs no OIDC provider and no role annotation;
-    * one managed node group per pool (:class:`PoolNodegroup`) sharing one node role;
+    * one managed node group per pool (:class:`PoolNodegroup`) sharing one node role; with
+      ``node_provisioning="karpenter"`` the system pool's only, the other pools' nodes coming
+      from Karpenter;
     * the ``inference`` namespace (the charts' ``NamespaceChart``), applied as a manifest
       that deployments depend on (:meth:`namespace`);
     * outputs with the cluster name and the ``aws eks update-kubeconfig`` command.
@@ -131,6 +143,7 @@ class InferenceCluster(Construct):
         availability_zones: Sequence[str] | None = None,
         public_access_cidrs: Sequence[str] | None = None,
         admin_role_arn: str | None = None,
+        node_provisioning: NodeProvisioning = "managed",
     ) -> None:
         """Build the cluster.
 
@@ -152,6 +165,10 @@ class InferenceCluster(Construct):
         :param public_access_cidrs: CIDRs allowed to reach a public endpoint; default: none,
             the endpoint is private.
         :param admin_role_arn: IAM role given cluster-admin through an access entry.
+        :param node_provisioning: ``managed`` (default): a managed node group per pool, for
+            the Cluster Autoscaler; ``karpenter``: a managed node group for the system pool
+            only, which runs Karpenter; the other pools' nodes come from Karpenter
+            (:class:`~eks_inference.constructs.karpenter.KarpenterNodeProvisioning`).
         """
         super().__init__(scope, construct_id)
         if not node_pools:
@@ -162,6 +179,11 @@ class InferenceCluster(Construct):
         self.kubernetes_version = kubernetes_version
         self.release = kubernetes_release(kubernetes_version)
         self.node_pools: tuple[NodePool, ...] = tuple(node_pools)
+        self.node_provisioning: NodeProvisioning = node_provisioning
+        managed_pools = self.node_pools if node_provisioning == "managed" else (self.system_pool,)
+        for pool in managed_pools:
+            for field, problem in managed_node_group_problems(pool).items():
+                raise ValueError(f"{field}: {problem}")
         self._pods_principal: iam.IPrincipal | None = None
         self._cluster_name_ref: str | None = None
 
@@ -228,11 +250,11 @@ class InferenceCluster(Construct):
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description=f"Nodes of the managed node groups of EKS cluster {cluster_name}",
             managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in _NODE_POLICIES
+                iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in NODE_POLICIES
             ],
         )
         self._nodegroups: dict[str, PoolNodegroup] = {}
-        for pool in self.node_pools:
+        for pool in managed_pools:
             if pool.name in self._nodegroups:
                 raise ValueError(f"node pool name {pool.name!r} is used twice")
             self._nodegroups[pool.name] = PoolNodegroup(
@@ -322,17 +344,20 @@ class InferenceCluster(Construct):
     @property
     def system_pool(self) -> NodePool:
         """The first CPU pool: system add-ons (autoscaler, operators) run there."""
-        for pool in self.node_pools:
-            if pool.accelerator is Accelerator.NONE:
-                return pool
-        raise ValueError("add a CPU node pool: system add-ons must not run on accelerator nodes")
+        return system_pool_of(self.node_pools)
 
     def node_pool(self, name: str) -> NodePool:
         """The :class:`NodePool` called ``name``."""
-        return self._pool_nodegroup(name).pool
+        for pool in self.node_pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(
+            f"no node pool {name!r}; pools: {', '.join(p.name for p in self.node_pools)}"
+        )
 
     def nodegroup(self, name: str) -> eks.Nodegroup:
-        """The managed node group of the pool called ``name``."""
+        """The managed node group of the pool called ``name`` (with Karpenter, the system
+        pool's only)."""
         return self._pool_nodegroup(name).nodegroup
 
     def namespace(self, name: str) -> eks.KubernetesManifest:
@@ -400,7 +425,10 @@ class InferenceCluster(Construct):
         try:
             return self._nodegroups[name]
         except KeyError:
-            raise KeyError(f"no node pool {name!r}; pools: {', '.join(self._nodegroups)}") from None
+            raise KeyError(
+                f"no managed node group for pool {name!r}; managed node groups: "
+                f"{', '.join(self._nodegroups)}"
+            ) from None
 
     def _new_vpc(self, max_azs: int, availability_zones: Sequence[str] | None) -> ec2.Vpc:
         zones = (
@@ -444,12 +472,18 @@ class InferenceCluster(Construct):
                 logs.LogGroup(self, "FlowLogs", retention=logs.RetentionDays.THREE_MONTHS)
             ),
         )
+        # Where the AWS Load Balancer Controller places load balancers: internet-facing ones in
+        # the public subnets, internal ones in the private subnets.
+        for subnet in vpc.public_subnets:
+            Tags.of(subnet).add(PUBLIC_LOAD_BALANCER_SUBNET_TAG, "1")
+        for subnet in vpc.private_subnets:
+            Tags.of(subnet).add(INTERNAL_LOAD_BALANCER_SUBNET_TAG, "1")
         return vpc
 
     def _acknowledge_findings(self, *, public: bool) -> None:
         acknowledge(
             self.node_role,
-            [managed_policy_finding(policy) for policy in _NODE_POLICIES],
+            [managed_policy_finding(policy) for policy in NODE_POLICIES],
             "The AWS managed policies EKS requires for managed node groups; AWS keeps "
             "them current with what nodes need.",
         )

@@ -24,12 +24,19 @@ from eks_inference.charts import (
     ServiceAccountNeed,
     compile_job_charts,
     deployment_charts,
+    endpoint_charts,
     needs_of,
+    observability_charts,
 )
+from eks_inference.charts.autoscaling import ROLE as AUTOSCALING_ROLE
+from eks_inference.charts.contract import SecretNeed
 from eks_inference.constructs.addons import InferenceAddons
+from eks_inference.constructs.api_keys import ApiKeys
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
+from eks_inference.constructs.load_balancer_controller import LoadBalancerController
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.platform import Placement
+from eks_inference.routes import Route
 from eks_inference.serve.image import (
     NEURON_RAY_IMAGE_CONTEXT,
     neuron_ray_build_args,
@@ -96,10 +103,13 @@ class ModelDeployment(Construct):
     * one ``Custom::AWSCDK-EKS-KubernetesResource`` per chart of
       :func:`~eks_inference.charts.deployment_charts` (Mountpoint volumes, then the vLLM
       Deployment or the RayService) and, with ``neuron.run_compile_job``, of
-      :func:`~eks_inference.charts.compile_job_charts` (the Neuron compile Job), in that
-      order (:attr:`charts`, :attr:`manifests`), each after what it needs: the namespaces it
-      uses; the Mountpoint driver and its role's policy for charts with volumes; the add-on
-      that installs its custom resources (KubeRay for a RayService); the Pod Identity
+      :func:`~eks_inference.charts.compile_job_charts` (the Neuron compile Job), then of
+      :func:`~eks_inference.charts.observability_charts` (PodMonitors, alert rules and the
+      dashboard, when the cluster has ``InferenceObservability``; the KEDA ScaledObject of
+      an autoscaled standalone vLLM), in that order (:attr:`charts`, :attr:`manifests`),
+      each after what it needs: the namespaces it uses; the Mountpoint driver and its role's
+      policy for charts with volumes; the add-on that installs its custom resources (KubeRay
+      for a RayService, kube-prometheus-stack for monitors, KEDA); the Pod Identity
       association (and the role) of every identity its pods use, since the Pod Identity
       webhook gives credentials only to pods created after the association;
     * one IAM role per identity the charts' pods need, given through Pod Identity to exactly
@@ -115,7 +125,13 @@ class ModelDeployment(Construct):
     * read access for the cluster's Mountpoint driver to exactly the prefixes the volumes
       mount (:attr:`mountpoint_prefixes`). The driver's role lives with the add-ons; the
       serving pods of a Mountpoint deployment get no AWS credentials at all;
-    * for a Neuron RayService: the Ray + Neuron image (:class:`NeuronRayImage`, once per stack).
+    * for a Neuron RayService: the Ray + Neuron image (:class:`NeuronRayImage`, once per stack);
+    * with a ``route`` (the deployment is exposed, e.g. ``platform.route(spec)``): the server
+      configured for the load balancer and, last, its Ingress
+      (:func:`~eks_inference.charts.endpoint_charts`), applied after the AWS Load Balancer
+      Controller (``load_balancer_controller``), which must outlive it to delete the load
+      balancer; servers that require the API key are applied after the objects that sync it
+      (``api_keys``), since their pods do not start without it.
 
     Charts are rendered under a fresh :class:`cdk8s.App` (cdk8s charts must never be created
     under a CDK scope) with the bucket's name and a literal ``region``: the Mountpoint mount
@@ -148,6 +164,9 @@ class ModelDeployment(Construct):
         spec: ModelDeploymentSpec,
         placement: Placement,
         region: str | None = None,
+        route: Route | None = None,
+        load_balancer_controller: LoadBalancerController | None = None,
+        api_keys: ApiKeys | None = None,
     ) -> None:
         """Render, apply and authorize ``spec``.
 
@@ -160,6 +179,10 @@ class ModelDeployment(Construct):
             ``cluster``, e.g. ``platform.placement(spec)``.
         :param region: the bucket's region, written into the pods' configuration; default:
             the stack's region, which must then be known at synth time.
+        :param route: where the deployment is reached on the platform's load balancer
+            (``platform.route(spec)``); default: in-cluster only.
+        :param load_balancer_controller: the controller behind the route's Ingress.
+        :param api_keys: the platform's API key, when the route requires it.
         """
         super().__init__(scope, construct_id)
         for pool in (placement.workers, placement.head):
@@ -168,8 +191,11 @@ class ModelDeployment(Construct):
                     f"deployment {spec.name!r} is placed on pool {pool.name!r}, which differs "
                     "from the cluster's pool of that name; use the platform's placement"
                 )
+        if route is not None and route.deployment != spec.name:
+            raise ValueError(f"route of deployment {route.deployment!r} given for {spec.name!r}")
         self.spec = spec
         self.placement = placement
+        self.route = route
         self.region = _literal_region(self, region)
         self.neuron_ray_image: str | None = (
             NeuronRayImage.of(self).image_uri
@@ -185,13 +211,20 @@ class ModelDeployment(Construct):
             neuron_ray_image=self.neuron_ray_image or "",
         )
         app = cdk8s.App()
-        serving = deployment_charts(app, spec, placement, context)
+        serving = deployment_charts(app, spec, placement, context, route)
         compile_job = compile_job_charts(app, spec, placement, context)
-        # After the volumes it mounts; serving pods wait for its completion marker.
-        self.charts: list[DeploymentChart] = serving + (
-            compile_job if spec.neuron_options.run_compile_job else []
+        observed = self._observability(spec, addons, observability_charts(app, spec))
+        exposed = endpoint_charts(app, spec, route)
+        # After the volumes it mounts; serving pods wait for its completion marker. Monitors
+        # and the autoscaler come after the pods they watch and the Deployment they scale, the
+        # Ingress last, once there is a server to route to.
+        self.charts: list[DeploymentChart] = (
+            serving
+            + (compile_job if spec.neuron_options.run_compile_job else [])
+            + observed
+            + exposed
         )
-        self.needs = needs_of(serving + compile_job)
+        self.needs = needs_of(serving + compile_job + observed + exposed)
 
         identities = {
             need.name: self._add_identity(cluster, bucket, need)
@@ -222,8 +255,36 @@ class ModelDeployment(Construct):
             for account in needs.service_accounts:
                 identity = identities[account.name]
                 dependencies += [identity.association, identity.role]
+            dependencies += [_secret_maker(spec, api_keys, secret) for secret in needs.secrets]
+            dependencies += [
+                _ingress_controller(spec, load_balancer_controller, ingress_class)
+                for ingress_class in needs.ingress_classes
+            ]
             manifest.node.add_dependency(*dependencies)
             self.manifests.append(manifest)
+
+    @staticmethod
+    def _observability(
+        spec: ModelDeploymentSpec, addons: InferenceAddons, charts: list[DeploymentChart]
+    ) -> list[DeploymentChart]:
+        """The monitoring and autoscaling charts the cluster can apply.
+
+        Monitors, rules and the dashboard are applied when the cluster's add-ons install the
+        Prometheus Operator's CRDs (``InferenceObservability``); without it the deployment is
+        served but not scraped. A ScaledObject cannot be left out that way: an autoscaled
+        Deployment has no replica count of its own, so without KEDA it would never grow.
+        """
+        kept = []
+        for chart in charts:
+            if addons.installs(chart.needs.custom_resources):
+                kept.append(chart)
+            elif chart.role == AUTOSCALING_ROLE:
+                raise ValueError(
+                    f"deployment {spec.name!r}: scaling.autoscale needs KEDA and Prometheus; "
+                    "create InferenceObservability(cluster=..., addons=...) before the "
+                    "deployment, or set scaling.autoscale: false"
+                )
+        return kept
 
     def _add_identity(
         self, cluster: InferenceCluster, bucket: ModelBucket, need: ServiceAccountNeed
@@ -244,6 +305,28 @@ class ModelDeployment(Construct):
         for prefix in need.writes:
             bucket.grant_write_prefix(identity.role, prefix)
         return identity
+
+
+def _secret_maker(
+    spec: ModelDeploymentSpec, api_keys: ApiKeys | None, secret: SecretNeed
+) -> IConstruct:
+    if api_keys is None:
+        raise ValueError(
+            f"deployment {spec.name!r} requires the platform's API key (Secret "
+            f"{secret.namespace}/{secret.name}): pass api_keys=ApiKeys(...)"
+        )
+    return api_keys.secret_maker(secret)
+
+
+def _ingress_controller(
+    spec: ModelDeploymentSpec, controller: LoadBalancerController | None, ingress_class: str
+) -> IConstruct:
+    if controller is None:
+        raise ValueError(
+            f"deployment {spec.name!r} is exposed through IngressClass {ingress_class!r}: pass "
+            "load_balancer_controller=LoadBalancerController(...)"
+        )
+    return controller.ingress_controller(ingress_class)
 
 
 def _literal_region(scope: Construct, region: str | None) -> str:

@@ -19,20 +19,10 @@ from eks_inference.constructs._nag import (
     acknowledge_managed_policies,
     wildcard_resource_finding,
 )
-from eks_inference.node_pools import NodePool
+from eks_inference.node_pools import IMDS_HOP_LIMIT, ROOT_DEVICE, NodePool
 
 CLUSTER_AUTOSCALER_TAG_PREFIX = "k8s.io/cluster-autoscaler"
 NODE_TEMPLATE_TAG_PREFIX = f"{CLUSTER_AUTOSCALER_TAG_PREFIX}/node-template"
-# The device name of the root volume of every EKS-optimised AL2023 AMI.
-_ROOT_DEVICE = "/dev/xvda"
-# A hop limit of 1 keeps instance metadata, and with it the node role's credentials, out of
-# reach of pods: a container is one network hop further away than the node, so its IMDSv2
-# token responses are dropped. Nothing this library installs needs it from a pod: every AWS
-# caller gets credentials from Pod Identity and its region explicitly (Mountpoint's
-# `region` mount option, the Cluster Autoscaler's `awsRegion`, the Run:ai streamer's and the
-# compile job's AWS_REGION), and the host-network pods that do read metadata (the VPC CNI,
-# the Pod Identity agent) are not a hop away.
-IMDS_HOP_LIMIT = 1
 _ASG_NAME_PATH = "nodegroup.resources.autoScalingGroups.0.name"
 # The stack-wide singleton Lambda behind every AwsCustomResource.
 _CUSTOM_RESOURCE_PROVIDER_ID = "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", "")
@@ -107,7 +97,7 @@ class PoolNodegroup(Construct):
             http_put_response_hop_limit=IMDS_HOP_LIMIT,
             block_devices=[
                 ec2.BlockDevice(
-                    device_name=_ROOT_DEVICE,
+                    device_name=ROOT_DEVICE,
                     volume=ec2.BlockDeviceVolume.ebs(
                         pool.root_volume_gib,
                         volume_type=ec2.EbsDeviceVolumeType.GP3,

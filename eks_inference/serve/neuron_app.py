@@ -28,6 +28,15 @@ Deployment contract with the chart that renders the Serve config (``import_path:
 autoscaling, ``max_ongoing_requests`` and ``ray_actor_options.resources.neuron_cores`` come
 from the Serve config, never from this file.
 
+API keys. With ``api_key_env`` set, every ``/v1`` route requires ``Authorization: Bearer
+<key>``, the key being read from that environment variable when the replica starts (a replica
+without it fails to start rather than serve unauthenticated). :class:`APIKeyMiddleware` makes
+the check, as vLLM's ``--api-key`` does: ``/health`` stays open for probes and load-balancer
+health checks, and a missing or wrong key gets 401 in OpenAI's error shape. GPU RayServices
+that require the key run Ray Serve LLM's own application behind the same middleware
+(:func:`build_ray_llm_app`, ``import_path: "neuron_app:build_ray_llm_app"``), so every Ray
+deployment checks the key with this one piece of code.
+
 This module is copied into pods alone, so it is self-contained: it imports only the standard
 library, Ray, FastAPI/Starlette and pydantic (all in the image and on the Ray head), and imports
 vLLM lazily inside :class:`VLLMNeuronEngine`, the single adapter that touches vLLM. The head
@@ -36,10 +45,12 @@ vLLM lazily inside :class:`VLLMNeuronEngine`, the single adapter that touches vL
 
 import asyncio
 import contextlib
+import hmac
 import inspect
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
@@ -59,6 +70,7 @@ from pydantic import (
 )
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 # Ray Serve routes records of this logger into the replica's log files.
 logger = logging.getLogger("ray.serve")
@@ -68,6 +80,91 @@ logger = logging.getLogger("ray.serve")
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_ENV_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]*$"
+
+
+# --------------------------------------------------------------------------------------------
+# API keys
+# --------------------------------------------------------------------------------------------
+
+
+def api_key_from_environment(name: str) -> str:
+    """The API key in environment variable ``name``; ``RuntimeError`` if it is unset or empty."""
+    key = os.environ.get(name, "")
+    if not key:
+        raise RuntimeError(
+            f"the API key environment variable {name} is unset or empty: the pod reads it from "
+            "the platform's API-key Secret, which must exist (External Secrets Operator)"
+        )
+    return key
+
+
+class APIKeyMiddleware:
+    """ASGI middleware: ``/v1`` requests need ``Authorization: Bearer <key>``, as vLLM's do.
+
+    Requests to other paths (``/health``, Serve's ``/-/healthz``) and CORS preflights
+    (``OPTIONS``) pass unchecked. A missing or wrong key is answered with 401, OpenAI's error
+    body (``code: invalid_api_key``) and ``WWW-Authenticate: Bearer``, before the request
+    reaches the application. Keys are compared in constant time.
+    """
+
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        if not api_key:
+            raise ValueError("APIKeyMiddleware needs a non-empty API key")
+        self.app = app
+        self._expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        checked = scope["type"] in ("http", "websocket") and self._protected(scope)
+        if checked and not self._authorized(scope):
+            await self._reject(scope, send)
+            return
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    def _protected(scope: Scope) -> bool:
+        if scope["type"] == "http" and scope.get("method") == "OPTIONS":
+            return False
+        path: str = scope.get("path", "")
+        root: str = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        return path == "/v1" or path.startswith("/v1/")
+
+    def _authorized(self, scope: Scope) -> bool:
+        for name, value in scope.get("headers", []):
+            if name.lower() == b"authorization":
+                return hmac.compare_digest(value, self._expected)
+        return False
+
+    @staticmethod
+    async def _reject(scope: Scope, send: Send) -> None:
+        if scope["type"] == "websocket":
+            # Policy violation: the handshake is refused before it is accepted.
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = json.dumps(
+            {
+                "error": {
+                    "message": "a valid API key is required: send Authorization: Bearer <key>",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_api_key",
+                }
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b"Bearer"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,6 +194,12 @@ class ServerConfig(BaseModel):
     )
     additional_config: dict[str, Any] = Field(
         description="vLLM additional_config for the Neuron plugin (override_neuron_config)."
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=_ENV_NAME_PATTERN,
+        description="Environment variable holding the API key /v1 routes require; none: no "
+        "key. The chart always passes it.",
     )
 
     @field_validator("additional_config")
@@ -217,6 +320,11 @@ class VLLMNeuronEngine:
         """
         from vllm import AsyncEngineArgs, AsyncLLMEngine
 
+        # vLLM's Ray stat logger records the engine's metrics (queue, KV cache, TTFT, tokens)
+        # as Ray metrics, which the node's metrics port exports as ray_vllm_*, as Ray Serve
+        # LLM does on GPUs; vLLM's own Prometheus registry is served by no one in a replica.
+        from vllm.v1.metrics.ray_wrappers import RayPrometheusStatLogger
+
         engine_args = AsyncEngineArgs(
             model=config.model,
             served_model_name=config.served_model_name,
@@ -228,7 +336,9 @@ class VLLMNeuronEngine:
             additional_config=dict(config.additional_config),
             **config.kv_cache_settings(),
         )
-        return cls(AsyncLLMEngine.from_engine_args(engine_args))
+        return cls(
+            AsyncLLMEngine.from_engine_args(engine_args, stat_loggers=[RayPrometheusStatLogger])
+        )
 
     async def _get_tokenizer(self) -> Any:
         if self._tokenizer is None:
@@ -672,12 +782,16 @@ class OpenAIServer:
     """Request handling for the OpenAI routes, independent of Ray so it can be tested alone.
 
     Prompts are tokenized here, so every request is checked against the context window (and
-    usage is known) before the engine is asked for anything.
+    usage is known) before the engine is asked for anything. With ``api_key`` every ``/v1``
+    route requires it (:class:`APIKeyMiddleware`).
     """
 
-    def __init__(self, config: ServerConfig, engine: InferenceEngine) -> None:
+    def __init__(
+        self, config: ServerConfig, engine: InferenceEngine, api_key: str | None = None
+    ) -> None:
         self.config = config
         self.engine = engine
+        self.api_key = api_key
         self.created = int(time.time())
 
     def asgi_app(self) -> FastAPI:
@@ -696,6 +810,8 @@ class OpenAIServer:
         app.add_exception_handler(APIError, _api_error_response)
         # Unknown routes and wrong methods answer in the same error shape as everything else.
         app.add_exception_handler(StarletteHTTPException, _http_error_response)
+        if self.api_key is not None:
+            app.add_middleware(APIKeyMiddleware, api_key=self.api_key)
         return app
 
     # -- routes --------------------------------------------------------------------------------
@@ -990,7 +1106,12 @@ class NeuronLLMServer:
     def __init__(
         self, config: ServerConfig, engine_factory: EngineFactory = start_vllm_neuron_engine
     ) -> None:
-        self._server = OpenAIServer(config, engine_factory(config))
+        # Read before the engine starts: a replica without its key fails in seconds, not after
+        # minutes of loading the model.
+        api_key = (
+            api_key_from_environment(config.api_key_env) if config.api_key_env is not None else None
+        )
+        self._server = OpenAIServer(config, engine_factory(config), api_key)
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return self._server.asgi_app()
@@ -1021,3 +1142,49 @@ def build_app(args: dict[str, Any]) -> serve.Application:
     # mypy does not apply class decorators: it sees the class where Ray made a Deployment.
     deployment = cast(serve.Deployment, NeuronLLMServer)
     return deployment.bind(config)
+
+
+def api_key_ingress(base: type[Any], api_key_env: str) -> type[Any]:
+    """A subclass of Ray Serve LLM's ingress ``base`` whose ASGI app is behind the API-key check.
+
+    Serve wraps an ingress class and hands the replica's ASGI app to ``_set_asgi_app`` when the
+    replica starts; the subclass wraps that app in :class:`APIKeyMiddleware` with the key read
+    from ``api_key_env`` there, in the replica, so the key never travels in the Serve config.
+    """
+
+    def _set_asgi_app(self: Any, app: ASGIApp) -> None:
+        key = api_key_from_environment(api_key_env)
+        super(ingress, self)._set_asgi_app(APIKeyMiddleware(app, key))
+
+    ingress: type[Any] = type(f"APIKey{base.__name__}", (base,), {"_set_asgi_app": _set_asgi_app})
+    return ingress
+
+
+def build_ray_llm_app(args: dict[str, Any]) -> serve.Application:
+    """Serve import target (``neuron_app:build_ray_llm_app``) for GPU RayServices with a key.
+
+    ``args`` are Ray Serve LLM's ``build_openai_app`` arguments plus ``api_key_env``; the
+    application is Ray Serve LLM's own, with its ingress made by :func:`api_key_ingress`. Ray
+    Serve LLM is imported here, on the Ray head and GPU workers that have it, never when the
+    module is.
+    """
+    options = dict(args)
+    api_key_env = options.pop("api_key_env", None)
+    if not isinstance(api_key_env, str) or not re.fullmatch(_ENV_NAME_PATTERN, api_key_env):
+        raise ValueError(
+            "invalid args for neuron_app:build_ray_llm_app: api_key_env must name an "
+            f"environment variable, got {api_key_env!r}"
+        )
+    if "ingress_cls_config" in options:
+        raise ValueError(
+            "invalid args for neuron_app:build_ray_llm_app: ingress_cls_config is set by the "
+            "builder (the ingress behind the API-key check)"
+        )
+    from ray.serve.llm import build_openai_app
+    from ray.serve.llm.ingress import OpenAiIngress
+
+    ingress = api_key_ingress(OpenAiIngress, api_key_env)
+    application: serve.Application = build_openai_app(
+        {**options, "ingress_cls_config": {"ingress_cls": ingress}}
+    )
+    return application

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import cast, get_args
+
 from aws_cdk import App, CloudFormationValidatePlugin, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from eks_inference.node_pools import NodeProvisioning
 from eks_inference.platform import PlatformSpec
 from eks_inference.stacks.inference_stack import InferenceStack
 
@@ -25,6 +28,8 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
     * ``admin_role_arn``: IAM role given cluster-admin.
     * ``public_access_cidrs`` (comma-separated): open a public API endpoint to these
       networks; without it the endpoint is private.
+    * ``node_provisioning`` (``managed`` or ``karpenter``): provision the nodes this way
+      instead of as the platform file says; the platform is validated again in that mode.
     * ``validate_templates=true``: also run CDK's built-in CloudFormation template validation
       (see below).
 
@@ -64,6 +69,14 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
             f"{region}{suffix}" for suffix in _DEFAULT_ZONE_SUFFIXES
         ]
     env = Environment(account=account, region=region) if account or region else None
+    provisioning = context("node_provisioning")
+    if provisioning is not None:
+        modes = get_args(NodeProvisioning)
+        if provisioning not in modes:
+            raise ValueError(
+                f"context node_provisioning {provisioning!r} is not one of {', '.join(modes)}"
+            )
+        platform = platform.with_node_provisioning(cast(NodeProvisioning, provisioning))
     stack = InferenceStack(
         app,
         STACK_NAME,

@@ -6,20 +6,34 @@ stack that ``cdk deploy InferenceStack`` deploys.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from aws_cdk import Environment, NestedStack, Stack
+from aws_cdk import CfnOutput, Duration, Environment, Fn, NestedStack, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from eks_inference.charts.karpenter import platform_offers
+from eks_inference.charts.scheduling import check_schedulable
 from eks_inference.constructs import (
+    ApiKeys,
     InferenceAddons,
     InferenceCluster,
+    InferenceObservability,
+    LoadBalancerController,
     ModelBucket,
     ModelDeployment,
 )
+from eks_inference.constructs.karpenter import KarpenterNodeProvisioning
+from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.platform import Placement, PlatformSpec
+from eks_inference.routes import Route, api_key_secret_name
 from eks_inference.spec import ModelDeploymentSpec
+
+# Where the controller writes the load balancer's DNS name on an Ingress it serves; it appears
+# a minute or two after the Ingress, once the load balancer exists.
+_LOAD_BALANCER_HOST_PATH = ".status.loadBalancer.ingress[0].hostname"
+_LOAD_BALANCER_HOST_TIMEOUT = Duration.minutes(10)
 
 
 class DeploymentStack(NestedStack):
@@ -59,6 +73,9 @@ class DeploymentStack(NestedStack):
         spec: ModelDeploymentSpec,
         placement: Placement,
         region: str,
+        route: Route | None = None,
+        load_balancer_controller: LoadBalancerController | None = None,
+        api_keys: ApiKeys | None = None,
     ) -> None:
         super().__init__(
             scope,
@@ -74,6 +91,9 @@ class DeploymentStack(NestedStack):
             spec=spec,
             placement=placement,
             region=region,
+            route=route,
+            load_balancer_controller=load_balancer_controller,
+            api_keys=api_keys,
         )
 
 
@@ -82,11 +102,25 @@ class InferenceStack(Stack):
 
     Creates the :class:`ModelBucket` (named ``platform.model_bucket_name``, so the manifests
     in ``k8s_manifests/`` and the template agree), the :class:`InferenceCluster` with one
-    node group per pool, its :class:`InferenceAddons`, and for every deployment a
+    node group per pool, its :class:`InferenceAddons` and :class:`InferenceObservability`
+    (metrics, dashboards, alerts, KEDA), and for every deployment a
     :class:`DeploymentStack` holding its :class:`ModelDeployment` (:attr:`deployments`). The
     stack composes them: each is handed what it depends on. The Mountpoint driver is given
     read access to exactly the prefixes the deployments' Mountpoint volumes mount
     (:attr:`mountpoint_prefixes`); pods are configured with ``platform.region``.
+
+    With ``platform.endpoint`` it also creates the :class:`LoadBalancerController` and, when the
+    endpoint requires API keys, :class:`ApiKeys`, hands each exposed deployment its route, and
+    prints every exposed deployment's OpenAI base URL (``BaseUrl...`` outputs: from its host
+    name, or else from the load balancer's DNS name, read from the first Ingress once the
+    controller has created the load balancer) and the command that prints the API key.
+
+    With ``platform.node_provisioning: karpenter`` only the system pool is a managed node
+    group, the Cluster Autoscaler is not installed, and :class:`KarpenterNodeProvisioning`
+    (:attr:`karpenter`) provisions every other pool's nodes. In either mode every pod the
+    deployments render must fit a node of its own pool and of no other
+    (:func:`~eks_inference.charts.scheduling.check_schedulable`), or synth fails with the
+    pod's field path.
 
     The stack is environment-agnostic unless ``env`` is given; with an explicit region pass
     ``availability_zones`` too, so that no availability-zone lookup is needed at synth.
@@ -136,12 +170,32 @@ class InferenceStack(Stack):
             availability_zones=availability_zones,
             admin_role_arn=admin_role_arn,
             public_access_cidrs=public_access_cidrs,
+            node_provisioning=platform.node_provisioning,
         )
         # In the cluster's scope, so the add-ons' resources are named as the cluster's own.
         self.addons = InferenceAddons(
             self.cluster, "Addons", cluster=self.cluster, model_bucket=self.model_bucket
         )
-        self.deployments: dict[str, ModelDeployment] = {
+        self.karpenter: KarpenterNodeProvisioning | None = None
+        if platform.node_provisioning == "karpenter":
+            self.karpenter = KarpenterNodeProvisioning(
+                self.cluster, "Karpenter", cluster=self.cluster, deployments=platform.deployments
+            )
+        # Before the deployments: it registers the monitoring and KEDA CRDs with the add-ons,
+        # so each deployment's monitors and autoscaler are applied after their installer.
+        self.observability = InferenceObservability(
+            self.cluster, "Observability", cluster=self.cluster, addons=self.addons
+        )
+        self.load_balancer_controller: LoadBalancerController | None = None
+        self.api_keys: ApiKeys | None = None
+        if platform.endpoint is not None:
+            self.load_balancer_controller = LoadBalancerController(
+                self.cluster, "LoadBalancerController", cluster=self.cluster
+            )
+            if platform.endpoint.authentication == "api_key":
+                self.api_keys = ApiKeys(self.cluster, "ApiKeys", cluster=self.cluster)
+        routes = platform.routes()
+        stacks = {
             spec.name: DeploymentStack(
                 self,
                 f"Deployment-{spec.name}",
@@ -151,13 +205,75 @@ class InferenceStack(Stack):
                 spec=spec,
                 placement=platform.placement(spec),
                 region=platform.region,
-            ).deployment
+                route=routes.get(spec.name),
+                load_balancer_controller=self.load_balancer_controller,
+                api_keys=self.api_keys,
+            )
             for spec in platform.deployments
         }
+        self.deployments: dict[str, ModelDeployment] = {
+            name: stack.deployment for name, stack in stacks.items()
+        }
+        # Every pod must fit a node of its own pool and of no other, in either mode.
+        check_schedulable(
+            platform,
+            {name: deployment.needs for name, deployment in self.deployments.items()},
+            platform_offers(platform, self.karpenter.chart.offers if self.karpenter else ()),
+        )
+        if self.karpenter is not None:
+            # Deleted before the NodePools, so Karpenter terminates empty nodes.
+            for deployment_stack in stacks.values():
+                deployment_stack.node.add_dependency(self.karpenter.node_pools)
+        self._endpoint_outputs(platform, routes, stacks)
         self.mountpoint_prefixes: tuple[str, ...] = tuple(
             sorted({p for d in self.deployments.values() for p in d.mountpoint_prefixes})
         )
         """Bucket prefixes the Mountpoint driver may read: those the deployments' volumes mount."""
+
+    def _endpoint_outputs(
+        self, platform: PlatformSpec, routes: Mapping[str, Route], stacks: Mapping[str, NestedStack]
+    ) -> None:
+        """A ``BaseUrl-<deployment>`` output per route, and ``ApiKeyCommand`` with a key."""
+        if not routes:
+            return
+        scope = Construct(self, "Endpoints")
+        load_balancer_host: str | None = None
+        for name, route in routes.items():
+            if route.host is None and load_balancer_host is None:
+                # Every Ingress of the group names the same load balancer: read it once.
+                lookup = eks.KubernetesObjectValue(
+                    scope,
+                    "LoadBalancerHost",
+                    cluster=self.cluster.eks_cluster,
+                    object_type="ingress",
+                    object_name=name,
+                    object_namespace=INFERENCE_NAMESPACE,
+                    json_path=_LOAD_BALANCER_HOST_PATH,
+                    timeout=_LOAD_BALANCER_HOST_TIMEOUT,
+                )
+                lookup.node.add_dependency(stacks[name])
+                load_balancer_host = lookup.value
+            CfnOutput(
+                scope,
+                f"BaseUrl-{name}",
+                value=route.base_url(load_balancer_host),
+                description=f"OpenAI-compatible base URL of deployment {name}",
+            )
+        if self.api_keys is not None:
+            CfnOutput(
+                scope,
+                "ApiKeyCommand",
+                value=Fn.join(
+                    " ",
+                    [
+                        "aws secretsmanager get-secret-value --secret-id",
+                        api_key_secret_name(platform.cluster_name),
+                        "--query SecretString --output text --region",
+                        self.region,
+                    ],
+                ),
+                description="Prints the API key the endpoints require (Authorization: Bearer)",
+            )
 
     @property
     def availability_zones(self) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -18,6 +19,14 @@ from eks_inference.spec import ModelDeploymentSpec
 from tests.charts.conftest import REFERENCE_DATA
 
 RAYSERVICE_CRD = REFERENCE_DATA / "crds" / "ray.io_rayservices.yaml"
+# API groups of the custom resources the charts render (KubeRay, Prometheus Operator, KEDA):
+# validated against their CRDs; every other object against Kubernetes' own schemas.
+CUSTOM_RESOURCE_GROUPS = frozenset({"ray.io", "monitoring.coreos.com", "keda.sh"})
+
+
+def is_custom_resource(obj: dict[str, Any]) -> bool:
+    """True for an instance of a CRD (its API group is one of CUSTOM_RESOURCE_GROUPS)."""
+    return str(obj["apiVersion"]).split("/")[0] in CUSTOM_RESOURCE_GROUPS
 
 
 @dataclass(frozen=True)
@@ -40,7 +49,8 @@ class PodTemplate:
         return self.containers[0]
 
     def env(self) -> dict[str, str]:
-        return {e["name"]: e["value"] for e in self.server.get("env", [])}
+        """Variables with literal values (not those read from a Secret, ``valueFrom``)."""
+        return {e["name"]: e["value"] for e in self.server.get("env", []) if "value" in e}
 
     def volume(self, name: str) -> dict[str, Any]:
         return next(v for v in self.spec.get("volumes", []) if v["name"] == name)
@@ -113,18 +123,25 @@ def _strict(schema: Any) -> Any:
 
 
 @cache
-def rayservice_validator() -> jsonschema.Draft7Validator:
-    # The C loader when PyYAML has it: the CRD is 18,000 lines.
+def crd_validator(path: Path, version: str) -> jsonschema.Draft7Validator:
+    """A strict validator of the ``version`` schema of the CRD in the YAML file ``path``."""
+    # The C loader when PyYAML has it: the KubeRay CRD is 18,000 lines.
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    crd = next(d for d in yaml.load_all(RAYSERVICE_CRD.read_text(), Loader=loader) if d)
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    schema = _strict(version["schema"]["openAPIV3Schema"])
-    return jsonschema.Draft7Validator(schema)
+    crd = next(d for d in yaml.load_all(path.read_text(), Loader=loader) if d)
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    return jsonschema.Draft7Validator(_strict(served["schema"]["openAPIV3Schema"]))
+
+
+def rayservice_validator() -> jsonschema.Draft7Validator:
+    return crd_validator(RAYSERVICE_CRD, "v1")
+
+
+def schema_errors(validator: jsonschema.Draft7Validator, obj: dict[str, Any]) -> list[str]:
+    """Where ``obj`` breaks ``validator``'s schema (empty when valid)."""
+    errors = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors]
 
 
 def rayservice_schema_errors(service: dict[str, Any]) -> list[str]:
     """Where ``service`` breaks the KubeRay 1.7.0 RayService CRD schema (empty when valid)."""
-    errors = sorted(
-        rayservice_validator().iter_errors(service), key=lambda e: list(e.absolute_path)
-    )
-    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors]
+    return schema_errors(rayservice_validator(), service)

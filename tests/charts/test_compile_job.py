@@ -274,6 +274,11 @@ def test_the_key_names_the_sdk_of_the_image_that_compiles() -> None:
 # -- which deployments get a job, and its objects ---------------------------------------------
 
 
+_SERVING_FILES = {
+    f"{role}.yaml" for role in ("model-weights", "neuron-artifacts", "rayservice", "vllm")
+}
+
+
 def test_a_job_for_exactly_the_deployments_with_compiled_artifacts(rendered: Rendered) -> None:
     compiled = {s.name for s in _compiled_specs(rendered)}
     assert compiled
@@ -284,8 +289,11 @@ def test_a_job_for_exactly_the_deployments_with_compiled_artifacts(rendered: Ren
         compile_files = [f for f in files if f.endswith(f"-{COMPILE_JOB_ROLE}.yaml")]
         assert len(compile_files) == (spec.name in compiled)
         if compile_files:
-            # Last, so the other charts' files keep their numbers.
-            assert compile_files[0] == sorted(files)[-1]
+            # After every serving chart, so the serving charts' files keep their numbers
+            # (only charts that watch or expose the servers come after it).
+            serving = [f for f in files if f.rsplit("/", 1)[1].split("-", 1)[1] in _SERVING_FILES]
+            assert serving
+            assert max(serving) < compile_files[0]
 
 
 def test_the_job_has_its_own_service_account(rendered: Rendered) -> None:

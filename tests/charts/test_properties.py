@@ -16,7 +16,7 @@ from eks_inference.charts.render import render_platform
 from eks_inference.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
-from tests.charts.helpers import of_kind, pod_templates, serve_config
+from tests.charts.helpers import is_custom_resource, of_kind, pod_templates, serve_config
 
 ACCELERATED = sorted(n for n, t in INSTANCE_TYPES.items() if t.accelerator is not Accelerator.NONE)
 
@@ -82,7 +82,7 @@ def test_any_valid_deployment_renders_valid_placed_objects(platform: PlatformSpe
     objects = render_platform(platform, CONTEXT)
     (spec,) = platform.deployments
     for obj in objects[spec.name]:
-        if obj["apiVersion"] != "ray.io/v1":
+        if not is_custom_resource(obj):
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     for service in of_kind(objects[spec.name], "RayService"):
         ServeDeploySchema.model_validate(serve_config(service))

@@ -6,9 +6,11 @@ import hashlib
 
 from eks_inference import names
 from eks_inference.charts.common import (
+    API_KEY_ENV,
     ARTIFACTS_MOUNT_PATH,
     MODEL_MOUNT_PATH,
     SCRATCH_COMPILED_ARTIFACTS_PATH,
+    requires_api_key,
     rollout_seconds,
 )
 from eks_inference.charts.engine import (
@@ -82,7 +84,12 @@ def test_gpu_application_is_ray_serve_llm(rendered: Rendered) -> None:
     for spec in gpu:
         service = one(rendered.objects[spec.name], "RayService")
         (application,) = serve_config(service)["applications"]
-        assert application["import_path"] == "ray.serve.llm:build_openai_app"
+        # Exposed with the platform's API key, Ray Serve LLM's app runs behind the key check.
+        if requires_api_key(rendered.platform.route(spec)):
+            assert application["import_path"] == "neuron_app:build_ray_llm_app"
+            assert application["args"]["api_key_env"] == API_KEY_ENV
+        else:
+            assert application["import_path"] == "ray.serve.llm:build_openai_app"
         (llm_config,) = application["args"]["llm_configs"]
         assert llm_config["model_loading_config"] == {
             "model_id": spec.model.id,
@@ -105,7 +112,8 @@ def test_neuron_application_is_the_projects_own(rendered: Rendered) -> None:
         objects = rendered.objects[spec.name]
         (application,) = serve_config(one(objects, "RayService"))["applications"]
         assert application["import_path"] == "neuron_app:build_app"
-        assert application["args"] == neuron_app_args(spec)
+        api_key_env = API_KEY_ENV if requires_api_key(rendered.platform.route(spec)) else None
+        assert application["args"] == neuron_app_args(spec, api_key_env=api_key_env)
         assert set(application["args"]) == {
             "model",
             "served_model_name",
@@ -115,6 +123,7 @@ def test_neuron_application_is_the_projects_own(rendered: Rendered) -> None:
             "block_size",
             "dtype",
             "additional_config",
+            "api_key_env",
         }
         assert application["args"]["dtype"] == spec.model.architecture.dtype
         (deployment,) = application["deployments"]
@@ -122,7 +131,8 @@ def test_neuron_application_is_the_projects_own(rendered: Rendered) -> None:
         resources = deployment["ray_actor_options"]["resources"]
         assert resources == {"neuron_cores": spec.tensor_parallel_size}
 
-        config_map = one(objects, "ConfigMap")
+        # The deployment's ConfigMaps: this one, and its Grafana dashboard.
+        (config_map,) = [o for o in of_kind(objects, "ConfigMap") if "neuron_app.py" in o["data"]]
         assert config_map["data"] == {"neuron_app.py": neuron_app_source()}
         digest = hashlib.sha256(neuron_app_source().encode()).hexdigest()
         for template in pod_templates(rendered.platform, {spec.name: objects}):

@@ -12,12 +12,18 @@ from eks_inference.charts.engine import NEURON_APP_BUILDER, NEURON_APP_MODULE
 from eks_inference.serve.neuron_app import ServerConfig
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import Rendered
-from tests.charts.helpers import RAYSERVICE_CRD, of_kind, rayservice_schema_errors, serve_config
+from tests.charts.helpers import (
+    RAYSERVICE_CRD,
+    is_custom_resource,
+    of_kind,
+    rayservice_schema_errors,
+    serve_config,
+)
 
 
 def test_core_objects_validate_strictly_against_kubernetes(rendered: Rendered) -> None:
     """Strict mode rejects unknown fields as well as wrong types; schemas ship with the package."""
-    core = [o for o in rendered.all_objects() if o["apiVersion"] != "ray.io/v1"]
+    core = [o for o in rendered.all_objects() if not is_custom_resource(o)]
     kinds = {o["kind"] for o in core}
     assert kinds >= {"PersistentVolume", "PersistentVolumeClaim", "ServiceAccount"}
     for obj in core:

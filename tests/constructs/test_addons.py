@@ -40,6 +40,11 @@ def test_every_chart_is_pinned_to_the_versions_module(reference: Synthesized) ->
         versions.NVIDIA_DEVICE_PLUGIN_CHART,
         versions.KUBERAY_OPERATOR_CHART,
         versions.CLUSTER_AUTOSCALER_CHART,
+        versions.KUBE_PROMETHEUS_STACK_CHART,
+        versions.DCGM_EXPORTER_CHART,
+        versions.KEDA_CHART,
+        versions.AWS_LOAD_BALANCER_CONTROLLER_CHART,
+        versions.EXTERNAL_SECRETS_CHART,
     }
     assert set(charts) == {c.chart for c in expected}
     for pinned in expected:

@@ -221,10 +221,11 @@ def test_charts_are_applied_in_order_after_what_they_need(
     agent = parent_ids("PodIdentityAgent")
     for ids in (kuberay, mountpoint, always, agent):
         assert ids
+    # Monitoring last: after the pods it scrapes (and the CRDs of kube-prometheus-stack).
     expected_roles = {
-        NEURON: ["model-weights", "neuron-artifacts", "rayservice"],
-        STREAMER: ["vllm"],
-        RAY_GPU: ["model-weights", "rayservice"],
+        NEURON: ["model-weights", "neuron-artifacts", "rayservice", "monitoring", "endpoint"],
+        STREAMER: ["vllm", "monitoring", "endpoint"],
+        RAY_GPU: ["model-weights", "rayservice", "monitoring", "endpoint"],
     }
     for name, deployment in deployments.items():
         spec = PLATFORM.deployment(name)
@@ -245,7 +246,7 @@ def test_charts_are_applied_in_order_after_what_they_need(
         for before, after in pairwise(ordered):
             assert before in manifests[after]["DependsOn"]
         associations = deployment.resources("AWS::EKS::PodIdentityAssociation")
-        server = manifests[ordered[-1]]
+        server = manifests[ordered[roles.index(spec.engine)]]
         if name == STREAMER:
             assert set(associations) <= set(server["DependsOn"])
 

@@ -126,11 +126,12 @@ async def call_app(
     *,
     raw_body: bytes | None = None,
     disconnect_after_chunks: int | None = None,
+    request_headers: dict[str, str] | None = None,
 ) -> HTTPResult:
     """Send one HTTP request to an ASGI app and collect the response.
 
     With ``disconnect_after_chunks`` the client goes away once that many body chunks arrived,
-    as a browser closing a stream would.
+    as a browser closing a stream would. ``request_headers`` are sent besides the defaults.
     """
     body = (
         raw_body
@@ -154,6 +155,7 @@ async def call_app(
             (b"host", b"testserver"),
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
+            *((k.lower().encode(), v.encode()) for k, v in (request_headers or {}).items()),
         ],
         "client": ("127.0.0.1", 40000),
         "server": ("testserver", 80),

@@ -324,6 +324,7 @@ class FakeVLLM:
 
     engine: FakeAsyncLLM = field(default_factory=FakeAsyncLLM)
     engine_args: dict[str, Any] | None = None
+    stat_loggers: list[Any] | None = None
 
     def module(self) -> types.ModuleType:
         recorder = self
@@ -334,8 +335,11 @@ class FakeVLLM:
 
         class AsyncLLMEngine:
             @classmethod
-            def from_engine_args(cls, engine_args: AsyncEngineArgs) -> FakeAsyncLLM:
+            def from_engine_args(
+                cls, engine_args: AsyncEngineArgs, stat_loggers: list[Any] | None = None
+            ) -> FakeAsyncLLM:
                 recorder.engine.env_at_start = os.environ.get("NEURON_RT_VISIBLE_CORES")
+                recorder.stat_loggers = stat_loggers
                 return recorder.engine
 
         class SamplingParams:
@@ -351,10 +355,19 @@ class FakeVLLM:
         return module
 
 
+class RayPrometheusStatLogger:
+    """Stands in for vllm.v1.metrics.ray_wrappers.RayPrometheusStatLogger."""
+
+
 @pytest.fixture
 def vllm(monkeypatch: pytest.MonkeyPatch) -> FakeVLLM:
     fake = FakeVLLM()
     monkeypatch.setitem(sys.modules, "vllm", fake.module())
+    wrappers = types.ModuleType("vllm.v1.metrics.ray_wrappers")
+    wrappers.RayPrometheusStatLogger = RayPrometheusStatLogger  # type: ignore[attr-defined]
+    for name in ("vllm.v1", "vllm.v1.metrics"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "vllm.v1.metrics.ray_wrappers", wrappers)
     return fake
 
 
@@ -379,6 +392,12 @@ def test_engine_args_are_the_contract_without_device(vllm: FakeVLLM) -> None:
         "additional_config": {"override_neuron_config": {"enable_bucketing": True}},
         "enable_prefix_caching": True,
     }
+
+
+def test_engine_metrics_are_recorded_as_ray_metrics(vllm: FakeVLLM) -> None:
+    """The engine's queue, KV-cache and latency metrics leave the replica as ray_vllm_*."""
+    _engine(vllm)
+    assert vllm.stat_loggers == [RayPrometheusStatLogger]
 
 
 def test_one_block_per_sequence_selects_the_contiguous_kv_cache(vllm: FakeVLLM) -> None:

@@ -1,0 +1,137 @@
+"""Standalone vLLM that scales: a KEDA ScaledObject on the engines' queue depth and KV cache.
+
+Only for ``engine: vllm`` with ``scaling.autoscale`` (Ray Serve scales itself). The loop: each
+vLLM pod exports ``vllm:num_requests_waiting`` and ``vllm:kv_cache_usage_perc`` on its
+``/metrics``; Prometheus scrapes them through the deployment's PodMonitor
+(:mod:`eks_inference.charts.monitoring`) and labels them with the deployment; KEDA queries
+Prometheus every 15 s and feeds the Horizontal Pod Autoscaler it manages, which sets the
+Deployment's replicas between ``min_replicas`` and ``max_replicas``; a pod that does not fit
+stays pending until the Cluster Autoscaler adds a node to the pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constructs import Construct
+
+from eks_inference import names
+from eks_inference.charts.common import DeploymentChart, api_object, metadata, object_labels
+from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.signals import SCRAPE_INTERVAL_SECONDS, Signals, signals_of
+from eks_inference.spec import ModelDeploymentSpec
+
+KEDA_API_VERSION = "keda.sh/v1alpha1"
+SCALEDOBJECT_CRD = "scaledobjects.keda.sh"
+ROLE = "autoscaling"
+QUEUE_TRIGGER = "queue-depth"
+KV_CACHE_TRIGGER = "kv-cache"
+# The Horizontal Pod Autoscaler accepts a stabilization window of at most an hour and a
+# policy period of at most 30 minutes (autoscaling/v2 HPAScalingRules).
+_MAX_STABILIZATION_SECONDS = 3600
+_MAX_POLICY_PERIOD_SECONDS = 1800
+
+
+def scale_in_behavior(signals: Signals) -> dict[str, Any]:
+    """HPA scale-down rules: slower than a model load, one replica at a time.
+
+    The window is the rollout budget (node launch, image pull, model load, at most the
+    HPA's hour): a replica is removed only after load stayed low that long, since getting it
+    back costs as much. Then one replica per model-load period at most. Scale-up keeps the
+    HPA's default: immediate, doubling at most every 15 s.
+    """
+    return {
+        "stabilizationWindowSeconds": min(
+            signals.scale_in_window_seconds, _MAX_STABILIZATION_SECONDS
+        ),
+        "selectPolicy": "Min",
+        "policies": [
+            {
+                "type": "Pods",
+                "value": 1,
+                "periodSeconds": min(signals.load_budget_seconds, _MAX_POLICY_PERIOD_SECONDS),
+            }
+        ],
+    }
+
+
+def triggers(signals: Signals) -> list[dict[str, Any]]:
+    """KEDA's Prometheus triggers: queue depth per replica, and average KV-cache use.
+
+    ``AverageValue``: replicas = ceil(waiting requests / the per-replica allowance).
+    ``Value``: replicas = ceil(current replicas x average KV use / target). The HPA takes the
+    larger of the two.
+    """
+    server = names.prometheus_url()
+    return [
+        {
+            "type": "prometheus",
+            "name": QUEUE_TRIGGER,
+            "metricType": "AverageValue",
+            "metadata": {
+                "serverAddress": server,
+                "query": signals.requests_waiting,
+                "threshold": str(signals.queue_per_replica),
+            },
+        },
+        {
+            "type": "prometheus",
+            "name": KV_CACHE_TRIGGER,
+            "metricType": "Value",
+            "metadata": {
+                "serverAddress": server,
+                "query": signals.kv_cache_usage_avg,
+                "threshold": str(signals.kv_cache_scale_target),
+            },
+        },
+    ]
+
+
+class AutoscalingChart(DeploymentChart):
+    """The KEDA ScaledObject ``<deployment>`` of an autoscaled standalone vLLM Deployment.
+
+    It targets the Deployment of the same name (``apps/v1``), with ``minReplicaCount`` and
+    ``maxReplicaCount`` from ``spec.scaling``, polls Prometheus every 15 s (the scrape
+    interval) and scales in as :func:`scale_in_behavior` says. :attr:`needs` names KEDA's CRD.
+    The Deployment leaves its replica count out of its manifest, so applying it again never
+    resets what the autoscaler chose.
+    """
+
+    def __init__(self, scope: Construct, spec: ModelDeploymentSpec) -> None:
+        if spec.engine != "vllm" or not spec.scaling.autoscale:
+            raise ValueError(
+                f"deployment {spec.name!r}: a ScaledObject is only rendered for engine: vllm "
+                "with scaling.autoscale: true"
+            )
+        signals = signals_of(spec)
+        scaled_object = api_object(
+            KEDA_API_VERSION,
+            "ScaledObject",
+            metadata(spec.name, object_labels(spec, ROLE)),
+            {
+                "spec": {
+                    "scaleTargetRef": {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "name": spec.name,
+                    },
+                    "minReplicaCount": spec.scaling.min_replicas,
+                    "maxReplicaCount": spec.scaling.max_replicas,
+                    "pollingInterval": SCRAPE_INTERVAL_SECONDS,
+                    "advanced": {
+                        "horizontalPodAutoscalerConfig": {
+                            "behavior": {"scaleDown": scale_in_behavior(signals)}
+                        }
+                    },
+                    "triggers": triggers(signals),
+                }
+            },
+        )
+        super().__init__(
+            scope,
+            spec,
+            ROLE,
+            [scaled_object],
+            PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,), custom_resources=(SCALEDOBJECT_CRD,)),
+        )

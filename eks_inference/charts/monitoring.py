@@ -1,0 +1,359 @@
+"""What the metrics stack needs of each deployment: PodMonitors, alert rules and a dashboard.
+
+Monitors are built from the same names as the pods they scrape: the selector is the pods'
+instance and component labels (:func:`~eks_inference.charts.common.selector_labels`), the
+port is the named port the pod template declares (vLLM's ``http`` port serves ``/metrics``;
+every Ray node exports on KubeRay's ``metrics`` port), and every series gets the
+deployment's name as :data:`~eks_inference.signals.DEPLOYMENT_LABEL`. Rules and dashboards
+come from :func:`~eks_inference.signals.signals_of`, whose queries only name metrics the
+pinned components emit.
+
+Everything here is applied in the ``inference`` namespace, beside the pods: the Prometheus of
+kube-prometheus-stack selects PodMonitors and PrometheusRules in every namespace, and its
+Grafana sidecar loads dashboard ConfigMaps from every namespace by their label.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from constructs import Construct
+
+from eks_inference import dashboards, names
+from eks_inference.catalog import Accelerator
+from eks_inference.charts import pod
+from eks_inference.charts.common import (
+    PART_OF,
+    DeploymentChart,
+    ObjectsChart,
+    api_object,
+    metadata,
+    object_labels,
+)
+from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.rayservice import (
+    HEAD_COMPONENT,
+    RAY_METRICS_PORT_NAME,
+    WORKER_COMPONENT,
+)
+from eks_inference.charts.vllm import COMPONENT as VLLM_COMPONENT
+from eks_inference.charts.vllm import HTTP_PORT_NAME, METRICS_PATH
+from eks_inference.names import INFERENCE_NAMESPACE, MONITORING_NAMESPACE
+from eks_inference.node_pools import NodePool
+from eks_inference.signals import (
+    ALERT_FOR_SECONDS,
+    DEPLOYMENT_LABEL,
+    SCRAPE_INTERVAL_SECONDS,
+    seconds,
+    signals_of,
+)
+from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.versions import NEURON_MONITOR_IMAGE
+
+MONITORING_API_VERSION = "monitoring.coreos.com/v1"
+PODMONITOR_CRD = "podmonitors.monitoring.coreos.com"
+PROMETHEUSRULE_CRD = "prometheusrules.monitoring.coreos.com"
+ROLE = "monitoring"
+# neuron-monitor: the exporter's port (its entrypoint's --port) and resources (Neuron's own
+# DaemonSet: 500m CPU and 256 MiB at most, the Go runtime held to 160 MiB below that).
+NEURON_MONITOR = "neuron-monitor"
+NEURON_MONITOR_PORT = 8000
+NEURON_MONITOR_PORT_NAME = "metrics"
+_NEURON_MONITOR_CPU = "500m"
+_NEURON_MONITOR_MEMORY = "256Mi"
+_NEURON_MONITOR_GO_MEMORY_LIMIT = "160MiB"
+_NEURON_MONITOR_TMP = "64Mi"
+_NAME_LABEL = "app.kubernetes.io/name"
+
+
+def _interval() -> str:
+    return seconds(SCRAPE_INTERVAL_SECONDS)
+
+
+def _copy_pod_label(label: str, target: str) -> dict[str, Any]:
+    """A relabeling that copies a pod label (as service discovery names it) to ``target``."""
+    meta = "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in label)
+    return {"action": "replace", "sourceLabels": [meta], "targetLabel": target}
+
+
+def pod_monitor(
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    selector: Mapping[str, Any],
+    port: str,
+    relabelings: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """A PodMonitor scraping ``port`` (a container port name) at ``/metrics`` of the pods
+    ``selector`` picks in ``namespace``, every :data:`SCRAPE_INTERVAL_SECONDS`."""
+    return api_object(
+        MONITORING_API_VERSION,
+        "PodMonitor",
+        metadata(name, labels, namespace=namespace),
+        {
+            "spec": {
+                "selector": dict(selector),
+                "podMetricsEndpoints": [
+                    {
+                        "port": port,
+                        "path": METRICS_PATH,
+                        "interval": _interval(),
+                        "relabelings": [dict(r) for r in relabelings],
+                    }
+                ],
+            }
+        },
+    )
+
+
+def _deployment_monitors(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
+    """The PodMonitors of ``spec``: its vLLM pods, or its Ray head and workers."""
+    labels = object_labels(spec, ROLE)
+    relabel = [_copy_pod_label(names.INSTANCE_LABEL, DEPLOYMENT_LABEL)]
+    if spec.engine == "vllm":
+        selector: dict[str, Any] = {
+            "matchLabels": {names.INSTANCE_LABEL: spec.name, names.COMPONENT_LABEL: VLLM_COMPONENT}
+        }
+        return [
+            pod_monitor(
+                f"{spec.name}-vllm", INFERENCE_NAMESPACE, labels, selector, HTTP_PORT_NAME, relabel
+            )
+        ]
+    ray_pods = {
+        "matchLabels": {names.INSTANCE_LABEL: spec.name},
+        "matchExpressions": [
+            {
+                "key": names.COMPONENT_LABEL,
+                "operator": "In",
+                "values": [HEAD_COMPONENT, WORKER_COMPONENT],
+            }
+        ],
+    }
+    return [
+        pod_monitor(
+            f"{spec.name}-ray",
+            INFERENCE_NAMESPACE,
+            labels,
+            ray_pods,
+            RAY_METRICS_PORT_NAME,
+            relabel,
+        )
+    ]
+
+
+def alert_rules(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
+    """The four alerts of ``spec``, from its signals (see :func:`signals_of`)."""
+    s = signals_of(spec)
+    where = {DEPLOYMENT_LABEL: spec.name}
+    if spec.scaling.min_replicas > 0:
+        no_replica = f"({s.replicas_ready} or vector(0)) < 1"
+        no_replica_for = ALERT_FOR_SECONDS
+    else:
+        # Scaled to zero on purpose: only a request left waiting without a replica is wrong.
+        no_replica = f"(({s.replicas_ready} or vector(0)) < 1) and (({s.requests_waiting}) > 0)"
+        no_replica_for = s.rollout_budget_seconds
+    return [
+        _alert(
+            "InferenceQueueGrowing",
+            f"(({s.requests_waiting}) > {s.queue_alert}) and "
+            f"(deriv(({s.requests_waiting})[10m:30s]) > 0)",
+            ALERT_FOR_SECONDS,
+            "warning",
+            where,
+            f"{spec.name}: more than a full batch ({s.queue_alert}) waiting, and rising",
+            f"Requests keep queueing although the autoscaler acts ({s.autoscaled_by}): it is "
+            f"at max_replicas ({s.max_replicas}) or cannot get capacity.",
+        ),
+        _alert(
+            "InferenceKVCacheNearlyFull",
+            f"{s.kv_cache_usage_max} > {s.kv_cache_alert}",
+            ALERT_FOR_SECONDS,
+            "warning",
+            where,
+            f"{spec.name}: KV cache above {s.kv_cache_alert:.0%} on a replica",
+            "Sequences are about to be preempted and recomputed; raise max_replicas or "
+            "lower max_num_seqs.",
+        ),
+        _alert(
+            "InferenceNoReadyReplica",
+            no_replica,
+            no_replica_for,
+            "critical",
+            where,
+            f"{spec.name}: no replica is ready",
+            "Nothing serves the model.",
+        ),
+        _alert(
+            "InferenceModelLoadStuck",
+            f"({s.model_loading}) > 0",
+            s.loading_alert_seconds,
+            "warning",
+            where,
+            f"{spec.name}: a replica has been loading beyond its budget",
+            f"Model load budget {s.load_budget_seconds} s (with node launch and image pull "
+            f"{s.rollout_budget_seconds} s); look at the replica's log.",
+        ),
+    ]
+
+
+def _alert(
+    name: str,
+    expr: str,
+    for_seconds: int,
+    severity: str,
+    labels: Mapping[str, str],
+    summary: str,
+    description: str,
+) -> dict[str, Any]:
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": seconds(for_seconds),
+        "labels": {"severity": severity, **labels},
+        "annotations": {"summary": summary, "description": description},
+    }
+
+
+def dashboard_config_map(spec: ModelDeploymentSpec) -> dict[str, Any]:
+    """The ConfigMap holding ``spec``'s Grafana dashboard, labelled for Grafana's sidecar."""
+    labels = {**object_labels(spec, ROLE), names.GRAFANA_DASHBOARD_LABEL: "1"}
+    board = json.dumps(dashboards.dashboard(spec), indent=1, sort_keys=True)
+    return api_object(
+        "v1",
+        "ConfigMap",
+        metadata(f"{spec.name}-dashboard", labels),
+        {"data": {f"{spec.name}.json": board}},
+    )
+
+
+class MonitoringChart(DeploymentChart):
+    """How ``spec``'s deployment is observed: PodMonitors, a PrometheusRule, a dashboard.
+
+    - **PodMonitor** ``<deployment>-vllm`` (standalone vLLM: the server's ``http`` port,
+      ``/metrics``) or ``<deployment>-ray`` (every Ray head and worker: the ``metrics`` port
+      where Ray, Serve and vLLM through Ray's stat logger export), every 15 s, each series
+      labelled ``inference_deployment=<deployment>``.
+    - **PrometheusRule** ``<deployment>``: a growing queue, KV cache above 90 %, no ready
+      replica, a replica stuck in model load beyond its budget.
+    - **ConfigMap** ``<deployment>-dashboard``: the deployment's Grafana dashboard.
+
+    :attr:`needs` names the Prometheus Operator CRDs, which kube-prometheus-stack installs.
+    """
+
+    def __init__(self, scope: Construct, spec: ModelDeploymentSpec) -> None:
+        rules = api_object(
+            MONITORING_API_VERSION,
+            "PrometheusRule",
+            metadata(spec.name, object_labels(spec, ROLE)),
+            {"spec": {"groups": [{"name": spec.name, "rules": alert_rules(spec)}]}},
+        )
+        super().__init__(
+            scope,
+            spec,
+            ROLE,
+            [*_deployment_monitors(spec), rules, dashboard_config_map(spec)],
+            PlatformNeeds(
+                namespaces=(INFERENCE_NAMESPACE,),
+                custom_resources=(PODMONITOR_CRD, PROMETHEUSRULE_CRD),
+            ),
+        )
+
+
+def _neuron_monitor_labels(pool: NodePool | None = None) -> dict[str, str]:
+    labels = {_NAME_LABEL: NEURON_MONITOR, "app.kubernetes.io/part-of": PART_OF}
+    if pool is not None:
+        labels[names.INSTANCE_LABEL] = f"{NEURON_MONITOR}-{pool.name}"
+    return labels
+
+
+def neuron_pools(pools: Iterable[NodePool]) -> list[NodePool]:
+    """The Inferentia2 pools among ``pools``: where neuron-monitor runs."""
+    return [p for p in pools if p.accelerator is Accelerator.NEURON]
+
+
+def neuron_monitor_daemon_set(pool: NodePool) -> dict[str, Any]:
+    """neuron-monitor with its Prometheus exporter on every node of the Neuron ``pool``.
+
+    The pool's selector and tolerations, so it runs on those nodes and no others; privileged
+    (:data:`~eks_inference.charts.pod.PRIVILEGED_NODE_AGENT_SECURITY`), as Neuron's own
+    DaemonSet is; requests equal to its limits; a writable /tmp on a read-only root.
+    """
+    labels = _neuron_monitor_labels(pool)
+    container = {
+        "name": NEURON_MONITOR,
+        "image": NEURON_MONITOR_IMAGE,
+        "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
+        "command": ["/opt/bin/entrypoint.sh"],
+        "args": ["--port", str(NEURON_MONITOR_PORT)],
+        "ports": [
+            {
+                "name": NEURON_MONITOR_PORT_NAME,
+                "containerPort": NEURON_MONITOR_PORT,
+                "protocol": "TCP",
+            }
+        ],
+        "env": pod.env({"GOMEMLIMIT": _NEURON_MONITOR_GO_MEMORY_LIMIT}),
+        "resources": pod.resources({"cpu": _NEURON_MONITOR_CPU, "memory": _NEURON_MONITOR_MEMORY}),
+        "securityContext": pod.PRIVILEGED_NODE_AGENT_SECURITY,
+        "volumeMounts": [pod.mount("tmp", "/tmp")],
+    }
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "priorityClassName": "system-node-critical",
+            **pod.placement(pool),
+            "containers": [container],
+            "volumes": [pod.empty_dir("tmp", _NEURON_MONITOR_TMP)],
+        },
+    }
+    return api_object(
+        "apps/v1",
+        "DaemonSet",
+        metadata(f"{NEURON_MONITOR}-{pool.name}", labels, namespace=MONITORING_NAMESPACE),
+        {"spec": {"selector": {"matchLabels": labels}, "template": template}},
+    )
+
+
+class ExportersChart(ObjectsChart):
+    """The exporters the platform runs from its own manifests, and their monitors.
+
+    neuron-monitor has no Helm chart: one DaemonSet per Neuron pool
+    (:func:`neuron_monitor_daemon_set`) and one PodMonitor for all of them, which labels each
+    series with the node it came from (``node``), the key the dashboards join NeuronCore
+    metrics to a deployment's pods by. DCGM exporter comes from its Helm chart, which
+    creates its own ServiceMonitor. Applied in the monitoring namespace after
+    kube-prometheus-stack (which creates it and the PodMonitor CRD).
+    """
+
+    def __init__(self, scope: Construct, chart_id: str, neuron_pools: Sequence[NodePool]) -> None:
+        objects = [neuron_monitor_daemon_set(pool) for pool in neuron_pools]
+        if neuron_pools:
+            objects.append(
+                pod_monitor(
+                    NEURON_MONITOR,
+                    MONITORING_NAMESPACE,
+                    _neuron_monitor_labels(),
+                    {"matchLabels": {_NAME_LABEL: NEURON_MONITOR}},
+                    NEURON_MONITOR_PORT_NAME,
+                    [
+                        {
+                            "action": "replace",
+                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                            "targetLabel": "node",
+                        }
+                    ],
+                )
+            )
+        super().__init__(
+            scope,
+            chart_id,
+            "exporters",
+            objects,
+            PlatformNeeds(
+                namespaces=(MONITORING_NAMESPACE,) if neuron_pools else (),
+                custom_resources=(PODMONITOR_CRD,) if neuron_pools else (),
+            ),
+        )

@@ -1,0 +1,305 @@
+"""The metrics stack: Prometheus and Grafana, GPU and NeuronCore exporters, and KEDA.
+
+Why in-cluster kube-prometheus-stack rather than Amazon Managed Service for Prometheus: the
+stack needs no AWS workspace, no collector identity and no SigV4 proxy for Grafana or KEDA
+(both query Prometheus over the cluster network), synthesizes without credentials, and is
+what vLLM production-stack, KubeRay and ai-on-eks ship their monitors and dashboards for.
+The price is that its time series live in the cluster, bounded (see below) and on one
+volume; remote-writing them to AMP later is a change to the Prometheus values, not to the
+monitors, rules or dashboards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import cdk8s
+from aws_cdk import Duration
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from eks_inference import names, versions
+from eks_inference.catalog import Accelerator
+from eks_inference.charts.autoscaling import SCALEDOBJECT_CRD
+from eks_inference.charts.monitoring import (
+    PODMONITOR_CRD,
+    PROMETHEUSRULE_CRD,
+    ExportersChart,
+    neuron_pools,
+)
+from eks_inference.constructs._nag import acknowledge, managed_policy_finding
+from eks_inference.constructs.addons import (
+    InferenceAddons,
+    helm_chart,
+    pool_affinity,
+    pool_tolerations,
+)
+from eks_inference.constructs.cluster import InferenceCluster
+from eks_inference.node_pools import NodePool
+from eks_inference.signals import KSM_POD_LABELS, SCRAPE_INTERVAL_SECONDS, seconds
+
+# The Prometheus Operator CRDs kube-prometheus-stack installs (its `crds` subchart).
+PROMETHEUS_OPERATOR_CRDS = (
+    PODMONITOR_CRD,
+    PROMETHEUSRULE_CRD,
+    "servicemonitors.monitoring.coreos.com",
+    "probes.monitoring.coreos.com",
+    "scrapeconfigs.monitoring.coreos.com",
+    "prometheuses.monitoring.coreos.com",
+    "prometheusagents.monitoring.coreos.com",
+    "alertmanagers.monitoring.coreos.com",
+    "alertmanagerconfigs.monitoring.coreos.com",
+    "thanosrulers.monitoring.coreos.com",
+)
+KEDA_CRDS = (
+    SCALEDOBJECT_CRD,
+    "scaledjobs.keda.sh",
+    "triggerauthentications.keda.sh",
+    "clustertriggerauthentications.keda.sh",
+)
+# Bounded time series: 15 days, and never more than 40 GB on a 50 GiB gp3 volume (the
+# remainder is head block and write-ahead log headroom, so Prometheus deletes old blocks
+# before the volume fills).
+RETENTION = "15d"
+RETENTION_SIZE = "40GB"
+PROMETHEUS_VOLUME = "50Gi"
+STORAGE_CLASS = "gp3-encrypted"
+_PROMETHEUS_RESOURCES = {"cpu": "1", "memory": "4Gi"}
+_EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
+_EBS_CSI_POLICY = "service-role/AmazonEBSCSIDriverPolicy"
+# Components of the managed control plane whose metrics EKS does not expose to scrapers,
+# and kube-proxy, which binds its metrics to localhost: targets that would only be down.
+_UNREACHABLE_TARGETS = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")
+_HELM_TIMEOUT = Duration.minutes(15)
+
+
+def _on(pool: NodePool) -> dict[str, Any]:
+    return {"nodeSelector": pool.node_selector(), "tolerations": pool.tolerations()}
+
+
+class InferenceObservability(Construct):
+    """Metrics, dashboards, alerts and the autoscaler of standalone vLLM, as cluster add-ons.
+
+    * **Amazon EBS CSI driver** (EKS add-on, Pod Identity role with AWS's driver policy) and
+      an encrypted gp3 StorageClass (:data:`STORAGE_CLASS`), for Prometheus' volume.
+    * **kube-prometheus-stack** (``versions.KUBE_PROMETHEUS_STACK_CHART``) in
+      ``names.MONITORING_NAMESPACE``, everything on the system pool: the Prometheus Operator
+      and its CRDs; Prometheus selecting PodMonitors, ServiceMonitors and rules in every
+      namespace, keeping :data:`RETENTION` or :data:`RETENTION_SIZE` on a
+      :data:`PROMETHEUS_VOLUME` volume; Alertmanager; Grafana, whose sidecar loads the
+      deployments' dashboard ConfigMaps from every namespace and whose admin password is
+      generated (never the chart's published default); kube-state-metrics exporting the
+      pods' instance and component labels, which the dashboards and alerts join on.
+    * **DCGM exporter** (``versions.DCGM_EXPORTER_CHART``, GPU pools only) on the GPU pools
+      alone (their labels and taints), with Kubernetes mapping so each GPU series names the
+      pod and namespace using it, kept on scrape (``honorLabels``).
+    * **neuron-monitor** with its Prometheus exporter (Neuron pools only): the DaemonSets and
+      PodMonitor of :class:`~eks_inference.charts.monitoring.ExportersChart`.
+    * **KEDA** (``versions.KEDA_CHART``) in ``names.KEDA_NAMESPACE`` on the system pool,
+      with its operator and metrics server scraped.
+
+    The Prometheus Operator and KEDA CRDs are registered with ``addons``, so a deployment's
+    monitors, rules and ScaledObjects are applied after the add-on that installs their CRD
+    (``addons.crd_installer``). Exporters, KEDA and the neuron-monitor objects wait for
+    kube-prometheus-stack, whose ServiceMonitor and PodMonitor CRDs they use.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: InferenceCluster,
+        addons: InferenceAddons,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        system = cluster.system_pool
+        self.ebs_csi_role, self.ebs_csi_addon = self._add_ebs_csi(cluster)
+        storage_class = eks.KubernetesManifest(
+            self,
+            "StorageClass",
+            cluster=cluster.eks_cluster,
+            manifest=[_storage_class()],
+        )
+        self.kube_prometheus_stack = self._add_kube_prometheus_stack(cluster, system)
+        self.kube_prometheus_stack.node.add_dependency(storage_class, self.ebs_csi_addon)
+        self.dcgm_exporter = self._add_dcgm_exporter(cluster)
+        self.neuron_monitor = self._add_neuron_monitor(cluster)
+        self.keda = self._add_keda(cluster, system)
+        for follower in (self.dcgm_exporter, self.neuron_monitor, self.keda):
+            if follower is not None:
+                follower.node.add_dependency(self.kube_prometheus_stack)
+        addons.register_crd_installer(PROMETHEUS_OPERATOR_CRDS, self.kube_prometheus_stack)
+        addons.register_crd_installer(KEDA_CRDS, self.keda)
+
+    def _add_ebs_csi(self, cluster: InferenceCluster) -> tuple[iam.Role, eks.Addon]:
+        role = iam.Role(
+            self,
+            "EbsCsiRole",
+            assumed_by=cluster.pods_principal,
+            description=(
+                f"Amazon EBS CSI driver of EKS cluster {cluster.cluster_name}: creates and "
+                "attaches the metrics volumes"
+            ),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(_EBS_CSI_POLICY)],
+        )
+        acknowledge(
+            role,
+            managed_policy_finding(_EBS_CSI_POLICY),
+            "AWS's policy for the EBS CSI driver, maintained with the driver; its create and "
+            "delete actions are conditioned on the volume tags the driver sets.",
+        )
+        addon = eks.Addon(
+            self,
+            "EbsCsi",
+            cluster=cluster.eks_cluster,
+            addon_name="aws-ebs-csi-driver",
+            addon_version=versions.EBS_CSI_ADDON_VERSION,
+            preserve_on_delete=False,
+        )
+        cfn_addon = addon.node.default_child
+        if not isinstance(cfn_addon, eks.CfnAddon):
+            raise TypeError(f"unexpected default child of eks.Addon: {cfn_addon!r}")
+        cfn_addon.pod_identity_associations = [
+            eks.CfnAddon.PodIdentityAssociationProperty(
+                role_arn=role.role_arn, service_account=_EBS_CSI_SERVICE_ACCOUNT
+            )
+        ]
+        addon.node.add_dependency(cluster.pod_identity_agent)
+        return role, addon
+
+    def _add_kube_prometheus_stack(
+        self, cluster: InferenceCluster, system: NodePool
+    ) -> eks.HelmChart:
+        on_system = _on(system)
+        values: dict[str, Any] = {
+            "fullnameOverride": names.KUBE_PROMETHEUS_STACK_NAME,
+            "prometheusOperator": {
+                **on_system,
+                "admissionWebhooks": {"patch": on_system},
+            },
+            "prometheus": {
+                "prometheusSpec": {
+                    **on_system,
+                    "scrapeInterval": seconds(SCRAPE_INTERVAL_SECONDS),
+                    "retention": RETENTION,
+                    "retentionSize": RETENTION_SIZE,
+                    "resources": {
+                        "requests": dict(_PROMETHEUS_RESOURCES),
+                        "limits": {"memory": _PROMETHEUS_RESOURCES["memory"]},
+                    },
+                    # Monitors and rules from every namespace, without a release label.
+                    "podMonitorSelectorNilUsesHelmValues": False,
+                    "serviceMonitorSelectorNilUsesHelmValues": False,
+                    "ruleSelectorNilUsesHelmValues": False,
+                    "storageSpec": {
+                        "volumeClaimTemplate": {
+                            "spec": {
+                                "storageClassName": STORAGE_CLASS,
+                                "accessModes": ["ReadWriteOnce"],
+                                "resources": {"requests": {"storage": PROMETHEUS_VOLUME}},
+                            }
+                        }
+                    },
+                }
+            },
+            "alertmanager": {"alertmanagerSpec": on_system},
+            "grafana": {
+                **on_system,
+                # Empty: the Grafana chart generates one into its Secret.
+                "adminPassword": "",
+                "sidecar": {
+                    "dashboards": {
+                        "enabled": True,
+                        "label": names.GRAFANA_DASHBOARD_LABEL,
+                        "labelValue": "1",
+                        "searchNamespace": "ALL",
+                    }
+                },
+            },
+            "kube-state-metrics": {
+                **on_system,
+                "metricLabelsAllowlist": [f"pods=[{','.join(KSM_POD_LABELS)}]"],
+            },
+            **{target: {"enabled": False} for target in _UNREACHABLE_TARGETS},
+        }
+        return helm_chart(
+            self,
+            cluster,
+            "KubePrometheusStack",
+            versions.KUBE_PROMETHEUS_STACK_CHART,
+            release=names.KUBE_PROMETHEUS_STACK_NAME,
+            namespace=names.MONITORING_NAMESPACE,
+            create_namespace=True,
+            skip_crds=False,
+            timeout=_HELM_TIMEOUT,
+            values=values,
+        )
+
+    def _add_dcgm_exporter(self, cluster: InferenceCluster) -> eks.HelmChart | None:
+        pools = [p for p in cluster.node_pools if p.accelerator is Accelerator.NVIDIA]
+        if not pools:
+            return None
+        return helm_chart(
+            self,
+            cluster,
+            "DcgmExporter",
+            versions.DCGM_EXPORTER_CHART,
+            release="dcgm-exporter",
+            namespace=names.MONITORING_NAMESPACE,
+            values={
+                "image": {"tag": versions.DCGM_EXPORTER_IMAGE_TAG},
+                "affinity": pool_affinity(pools),
+                "tolerations": pool_tolerations(pools),
+                "serviceMonitor": {
+                    "enabled": True,
+                    "interval": seconds(SCRAPE_INTERVAL_SECONDS),
+                    # Keep the exporter's pod and namespace labels (the GPU's user), rather
+                    # than renaming them exported_pod beside the exporter's own.
+                    "honorLabels": True,
+                },
+            },
+        )
+
+    def _add_neuron_monitor(self, cluster: InferenceCluster) -> eks.KubernetesManifest | None:
+        pools: Sequence[NodePool] = neuron_pools(cluster.node_pools)
+        if not pools:
+            return None
+        chart = ExportersChart(cdk8s.App(), "exporters", pools)
+        return eks.KubernetesManifest(
+            self, "NeuronMonitor", cluster=cluster.eks_cluster, manifest=chart.to_json()
+        )
+
+    def _add_keda(self, cluster: InferenceCluster, system: NodePool) -> eks.HelmChart:
+        on_system = _on(system)
+        scraped = {"enabled": True, "serviceMonitor": {"enabled": True}}
+        return helm_chart(
+            self,
+            cluster,
+            "Keda",
+            versions.KEDA_CHART,
+            release="keda",
+            namespace=names.KEDA_NAMESPACE,
+            create_namespace=True,
+            skip_crds=False,
+            values={
+                **on_system,
+                "prometheus": {"operator": scraped, "metricServer": scraped},
+            },
+        )
+
+
+def _storage_class() -> dict[str, Any]:
+    """gp3, encrypted, bound where the pod is scheduled, expandable; deleted with its claim."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": STORAGE_CLASS},
+        "provisioner": "ebs.csi.aws.com",
+        "parameters": {"type": "gp3", "encrypted": "true"},
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowVolumeExpansion": True,
+    }

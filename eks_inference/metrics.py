@@ -1,0 +1,353 @@
+"""Every metric the platform reads, with the component version that emits it and where that is.
+
+Dashboards, alert rules, autoscaler triggers and the plan's watch list only use names listed
+here, and :func:`unknown_metrics` finds any other name in a PromQL expression, so a renamed
+upstream metric (``vllm:gpu_cache_usage_perc`` became ``vllm:kv_cache_usage_perc``) fails a
+test or a render instead of leaving a panel empty and an alert silent.
+
+Sources, read at the pinned versions:
+
+- **vLLM 0.29.0** (GPU, ``versions.GPU_VLLM_VERSION``) and **0.16.0** (Inferentia2, the Neuron
+  image): ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``) in the ``vllm`` wheels of
+  both releases on PyPI. Every vLLM metric below is registered under the same name and type in
+  both; labels ``model_name`` and ``engine``. Served on the server's own port at ``/metrics``.
+- **vLLM inside Ray Serve** (Ray Serve LLM on GPUs, ``ray.serve.llm`` of Ray 2.60.0): the
+  engine is created with ``vllm.v1.metrics.ray_wrappers.RayPrometheusStatLogger``, which
+  records the same metrics as Ray metrics, their names sanitized to ``[a-zA-Z0-9_]``
+  (``vllm:num_requests_waiting`` -> ``vllm_num_requests_waiting``); Ray's exporter
+  (``ray/_private/telemetry/open_telemetry_metric_recorder.py``, namespace ``ray``) prefixes
+  ``ray_`` and serves them on every Ray node's metrics-export-port. See :func:`ray_exported`.
+- **Ray Serve 2.60.0**: ``ray/serve/_private/router.py``, ``replica.py``,
+  ``deployment_state.py`` of the ``ray`` wheel (``requirements-dev.txt`` pins it), exported
+  with the ``ray_`` prefix on the metrics port of the node whose process records them.
+- **DCGM exporter 4.8.2** (image ``4.5.3-4.8.2``, chart 4.8.2):
+  ``etc/default-counters.csv`` at the release tag of NVIDIA/dcgm-exporter; with Kubernetes
+  mapping on, each GPU series carries the ``pod``, ``namespace`` and ``container`` using it.
+- **neuron-monitor** (``neuron-monitor-prometheus.py`` of ``aws-neuron-tools``, run by the
+  ``public.ecr.aws/neuron/neuron-monitor`` image): the metrics the Neuron SDK's own Grafana
+  dashboard reads (``src/examples/neuron-monitor/neuron-monitor-grafana.json`` of
+  aws-neuron/aws-neuron-sdk) and its user guide's Prometheus companion-script section.
+- **kube-state-metrics 2.20.0** (chart 8.4.0, a dependency of kube-prometheus-stack 88.5.3):
+  ``docs/metrics/workload/pod-metrics.md`` and ``deployment-metrics.md`` at tag v2.20.0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    """The Prometheus type of a metric, which decides the series names it is exposed as."""
+
+    GAUGE = "gauge"
+    COUNTER = "counter"
+    HISTOGRAM = "histogram"
+
+
+@dataclass(frozen=True)
+class Source:
+    """The component and version that emits a metric, and where in it that was read."""
+
+    component: str
+    version: str
+    where: str
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric as its emitter registers it (counters without ``_total``)."""
+
+    name: str
+    kind: Kind
+    source: Source
+    meaning: str
+
+    @property
+    def series(self) -> tuple[str, ...]:
+        """The names Prometheus stores: a counter's ``_total``, a histogram's three series."""
+        if self.kind is Kind.COUNTER:
+            return (f"{self.name.removesuffix('_total')}_total",)
+        if self.kind is Kind.HISTOGRAM:
+            return tuple(f"{self.name}_{suffix}" for suffix in ("bucket", "sum", "count"))
+        return (self.name,)
+
+    def one(self) -> str:
+        """The one series of a gauge or a counter, as queries name it."""
+        if self.kind is Kind.HISTOGRAM:
+            raise ValueError(f"{self.name} is a histogram; use bucket(), not one()")
+        return self.series[0]
+
+    def bucket(self) -> str:
+        """The ``_bucket`` series of a histogram, which ``histogram_quantile`` reads."""
+        if self.kind is not Kind.HISTOGRAM:
+            raise ValueError(f"{self.name} is a {self.kind}, not a histogram")
+        return self.series[0]
+
+
+VLLM = Source(
+    "vLLM",
+    "0.29.0 (GPU) and 0.16.0 (Neuron)",
+    "vllm/v1/metrics/loggers.py (PrometheusStatLogger) of both wheels on PyPI",
+)
+RAY = Source("Ray Serve", "2.60.0", "ray/serve/_private/{router,replica,deployment_state}.py")
+DCGM = Source(
+    "DCGM exporter", "4.8.2 (4.5.3-4.8.2)", "etc/default-counters.csv at NVIDIA/dcgm-exporter"
+)
+NEURON_MONITOR = Source(
+    "neuron-monitor",
+    "neuron-monitor-prometheus.py (aws-neuron-tools)",
+    "aws-neuron-sdk src/examples/neuron-monitor/neuron-monitor-grafana.json and the "
+    "neuron-monitor user guide",
+)
+KUBE_STATE_METRICS = Source(
+    "kube-state-metrics", "2.20.0", "docs/metrics/workload/{pod,deployment}-metrics.md"
+)
+
+# vLLM's engine metrics (the standalone server's /metrics).
+VLLM_REQUESTS_RUNNING = Metric(
+    "vllm:num_requests_running", Kind.GAUGE, VLLM, "requests in the engine's running batch"
+)
+VLLM_REQUESTS_WAITING = Metric(
+    "vllm:num_requests_waiting", Kind.GAUGE, VLLM, "requests queued for a batch slot"
+)
+VLLM_KV_CACHE_USAGE = Metric(
+    "vllm:kv_cache_usage_perc", Kind.GAUGE, VLLM, "share of KV-cache blocks in use, 0 to 1"
+)
+VLLM_TIME_TO_FIRST_TOKEN = Metric(
+    "vllm:time_to_first_token_seconds", Kind.HISTOGRAM, VLLM, "time to first token"
+)
+VLLM_INTER_TOKEN_LATENCY = Metric(
+    "vllm:inter_token_latency_seconds", Kind.HISTOGRAM, VLLM, "time between output tokens"
+)
+VLLM_E2E_LATENCY = Metric(
+    "vllm:e2e_request_latency_seconds", Kind.HISTOGRAM, VLLM, "request latency, end to end"
+)
+VLLM_PROMPT_TOKENS = Metric("vllm:prompt_tokens", Kind.COUNTER, VLLM, "prefill tokens processed")
+VLLM_GENERATION_TOKENS = Metric("vllm:generation_tokens", Kind.COUNTER, VLLM, "tokens generated")
+VLLM_PREEMPTIONS = Metric(
+    "vllm:num_preemptions", Kind.COUNTER, VLLM, "requests preempted for lack of KV cache"
+)
+VLLM_METRICS = (
+    VLLM_REQUESTS_RUNNING,
+    VLLM_REQUESTS_WAITING,
+    VLLM_KV_CACHE_USAGE,
+    VLLM_TIME_TO_FIRST_TOKEN,
+    VLLM_INTER_TOKEN_LATENCY,
+    VLLM_E2E_LATENCY,
+    VLLM_PROMPT_TOKENS,
+    VLLM_GENERATION_TOKENS,
+    VLLM_PREEMPTIONS,
+)
+# Names vLLM no longer emits at the pinned versions; a query on them would read nothing.
+# gpu_cache_usage_perc was renamed kv_cache_usage_perc (deprecated in 0.9, removed later);
+# time_per_output_token_seconds became inter_token_latency_seconds.
+REMOVED_VLLM_METRICS = frozenset(
+    {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"}
+)
+
+# Ray's exporter prefix and the characters Ray metric names may hold.
+RAY_PREFIX = "ray_"
+_RAY_NAME_DISALLOWED = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def ray_exported(metric: Metric) -> Metric:
+    """``metric`` as it leaves a Ray node when vLLM records it through Ray's stat logger."""
+    name = RAY_PREFIX + _RAY_NAME_DISALLOWED.sub("_", metric.name)
+    source = Source(
+        "vLLM in Ray Serve LLM",
+        f"{metric.source.version}; Ray 2.60.0",
+        "vllm/v1/metrics/ray_wrappers.py (RayPrometheusStatLogger) through Ray's exporter",
+    )
+    return Metric(name, metric.kind, source, metric.meaning)
+
+
+RAY_VLLM_METRICS = tuple(ray_exported(m) for m in VLLM_METRICS)
+
+# Ray Serve's own metrics: routers (in every proxy and handle) and the controller (head).
+SERVE_QUEUED = Metric(
+    "ray_serve_deployment_queued_queries",
+    Kind.GAUGE,
+    RAY,
+    "requests waiting in routers to be assigned a replica",
+)
+SERVE_ONGOING = Metric(
+    "ray_serve_num_ongoing_requests_at_replicas",
+    Kind.GAUGE,
+    RAY,
+    "requests assigned to replicas and not finished",
+)
+SERVE_REPLICAS_HEALTHY = Metric(
+    "ray_serve_deployment_replica_healthy",
+    Kind.GAUGE,
+    RAY,
+    "healthy replicas of a Serve deployment (the controller's count)",
+)
+SERVE_TARGET_REPLICAS = Metric(
+    "ray_serve_autoscaling_target_replicas",
+    Kind.GAUGE,
+    RAY,
+    "replicas Serve's autoscaler is trying to reach",
+)
+SERVE_PROCESSING_LATENCY = Metric(
+    "ray_serve_deployment_processing_latency_ms",
+    Kind.HISTOGRAM,
+    RAY,
+    "time a replica spends on a request, in milliseconds",
+)
+SERVE_REQUESTS = Metric(
+    "ray_serve_deployment_request_counter", Kind.COUNTER, RAY, "requests a replica processed"
+)
+SERVE_METRICS = (
+    SERVE_QUEUED,
+    SERVE_ONGOING,
+    SERVE_REPLICAS_HEALTHY,
+    SERVE_TARGET_REPLICAS,
+    SERVE_PROCESSING_LATENCY,
+    SERVE_REQUESTS,
+)
+
+DCGM_GPU_UTIL = Metric("DCGM_FI_DEV_GPU_UTIL", Kind.GAUGE, DCGM, "GPU utilization, percent")
+DCGM_FB_USED = Metric("DCGM_FI_DEV_FB_USED", Kind.GAUGE, DCGM, "GPU memory used, MiB")
+DCGM_FB_FREE = Metric("DCGM_FI_DEV_FB_FREE", Kind.GAUGE, DCGM, "GPU memory free, MiB")
+DCGM_METRICS = (DCGM_GPU_UTIL, DCGM_FB_USED, DCGM_FB_FREE)
+
+NEURONCORE_UTILIZATION = Metric(
+    "neuroncore_utilization_ratio",
+    Kind.GAUGE,
+    NEURON_MONITOR,
+    "NeuronCore utilization, 0 to 1, per core (label neuroncore)",
+)
+NEURON_RUNTIME_MEMORY = Metric(
+    "neuron_runtime_memory_used_bytes",
+    Kind.GAUGE,
+    NEURON_MONITOR,
+    "memory the Neuron runtime uses (label memory_location: host or neuron_device)",
+)
+NEURON_EXECUTION_ERRORS = Metric(
+    "execution_errors", Kind.COUNTER, NEURON_MONITOR, "failed executions (label error_type)"
+)
+NEURON_MONITOR_METRICS = (NEURONCORE_UTILIZATION, NEURON_RUNTIME_MEMORY, NEURON_EXECUTION_ERRORS)
+
+KSM_POD_READY = Metric(
+    "kube_pod_status_ready", Kind.GAUGE, KUBE_STATE_METRICS, "pod Ready condition (label condition)"
+)
+KSM_CONTAINER_RUNNING = Metric(
+    "kube_pod_container_status_running",
+    Kind.GAUGE,
+    KUBE_STATE_METRICS,
+    "1 while a container runs",
+)
+KSM_POD_LABELS = Metric(
+    "kube_pod_labels",
+    Kind.GAUGE,
+    KUBE_STATE_METRICS,
+    "pod labels allowed by --metric-labels-allowlist, as label_<name>",
+)
+KSM_POD_INFO = Metric("kube_pod_info", Kind.GAUGE, KUBE_STATE_METRICS, "pod's node and more")
+KSM_DEPLOYMENT_AVAILABLE = Metric(
+    "kube_deployment_status_replicas_available",
+    Kind.GAUGE,
+    KUBE_STATE_METRICS,
+    "available replicas of a Deployment",
+)
+KSM_DEPLOYMENT_SPEC_REPLICAS = Metric(
+    "kube_deployment_spec_replicas", Kind.GAUGE, KUBE_STATE_METRICS, "desired replicas"
+)
+KUBE_STATE_METRICS_METRICS = (
+    KSM_POD_READY,
+    KSM_CONTAINER_RUNNING,
+    KSM_POD_LABELS,
+    KSM_POD_INFO,
+    KSM_DEPLOYMENT_AVAILABLE,
+    KSM_DEPLOYMENT_SPEC_REPLICAS,
+)
+
+ALL_METRICS: tuple[Metric, ...] = (
+    *VLLM_METRICS,
+    *RAY_VLLM_METRICS,
+    *SERVE_METRICS,
+    *DCGM_METRICS,
+    *NEURON_MONITOR_METRICS,
+    *KUBE_STATE_METRICS_METRICS,
+)
+KNOWN_SERIES: frozenset[str] = frozenset(s for m in ALL_METRICS for s in m.series)
+"""Every series name an expression of this project may read."""
+
+# PromQL words that look like metric names but are not: keywords, aggregation operators and
+# their modifiers. Functions are recognised by the parenthesis that follows them.
+_PROMQL_WORDS = frozenset(
+    {
+        "and",
+        "or",
+        "unless",
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "offset",
+        "atan2",
+        "inf",
+        "nan",
+        "sum",
+        "avg",
+        "min",
+        "max",
+        "count",
+        "stddev",
+        "stdvar",
+        "topk",
+        "bottomk",
+        "quantile",
+        "count_values",
+        "group",
+    }
+)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_MATCHERS = re.compile(r"\{[^{}]*\}")
+_RANGE = re.compile(r"\[[^\[\]]*\]")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+_IDENTIFIER = re.compile(r"(?<![\w:.])([a-zA-Z_:][a-zA-Z0-9_:]*)(\s*\()?")
+_NUMBER_UNIT = re.compile(r"\b\d+(?:\.\d+)?(?:[eE][-+]?\d+)?[a-z]*\b")
+
+
+def metric_names(expr: str) -> frozenset[str]:
+    """The metric names a PromQL expression reads.
+
+    Enough of PromQL for the expressions this project writes: strings, label matchers,
+    range and subquery brackets, grouping label lists and numbers (with duration units) are
+    removed; what remains is an identifier per metric, function or keyword, and functions
+    are the identifiers followed by ``(``.
+    """
+    text = _STRING.sub(" ", expr)
+    text = _MATCHERS.sub(" ", text)
+    text = _RANGE.sub(" ", text)
+    text = _GROUPING.sub(" ", text)
+    text = _NUMBER_UNIT.sub(" ", text)
+    names = set()
+    for match in _IDENTIFIER.finditer(text):
+        word, call = match.group(1), match.group(2)
+        if call or word in _PROMQL_WORDS:
+            continue
+        names.add(word)
+    return frozenset(names)
+
+
+def unknown_metrics(expr: str) -> frozenset[str]:
+    """Metric names ``expr`` reads that no pinned emitter exposes (empty when all are known)."""
+    return metric_names(expr) - KNOWN_SERIES
+
+
+def require_known(expr: str) -> str:
+    """``expr``, after checking that every metric it reads is one the pinned versions emit."""
+    unknown = unknown_metrics(expr)
+    if unknown:
+        raise ValueError(
+            f"PromQL reads metrics no pinned component emits: {sorted(unknown)} in {expr!r}; "
+            "use names listed in eks_inference.metrics"
+        )
+    return expr

@@ -1,0 +1,395 @@
+"""What to watch for each deployment: the PromQL queries and the thresholds chosen, in one place.
+
+The alert rules and scrape objects (:mod:`eks_inference.charts.monitoring`), the KEDA
+autoscaler (:mod:`eks_inference.charts.autoscaling`), the Grafana dashboards
+(:mod:`eks_inference.dashboards`) and ``eks-inference plan`` all read :func:`signals_of`, so a
+threshold on a dashboard is the threshold an alert fires at and the plan prints. Every query
+only names metrics of :mod:`eks_inference.metrics` (checked when it is built).
+
+Series are selected by :data:`DEPLOYMENT_LABEL`, which the deployment's PodMonitors copy from
+the pods' ``app.kubernetes.io/instance`` label; exporter series that carry a pod (DCGM) or a
+node (neuron-monitor) are joined to the deployment's pods through kube-state-metrics'
+``kube_pod_labels`` (allowed labels: :data:`KSM_POD_LABELS`) and ``kube_pod_info``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from eks_inference import load_budget, metrics, names
+from eks_inference.metrics import Metric, require_known
+from eks_inference.spec import ModelDeploymentSpec
+
+# The target label the deployment's PodMonitors set from the pod's instance label; Ray Serve
+# metrics already carry `deployment` (the Serve deployment) and `application`, so it is not
+# called either of those.
+DEPLOYMENT_LABEL = "inference_deployment"
+# Pod labels kube-state-metrics exports as `kube_pod_labels{label_<name>=...}`.
+KSM_POD_LABELS = (names.INSTANCE_LABEL, names.COMPONENT_LABEL)
+# Every target is scraped every 15 s; rates look at 2 minutes, eight scrapes, so one missed
+# scrape does not break a panel or a rule.
+SCRAPE_INTERVAL_SECONDS = 15
+RATE_WINDOW = "2m"
+# An alert's condition must hold this long before it fires, unless the budget says otherwise.
+ALERT_FOR_SECONDS = 300
+# KV cache: the autoscaler adds replicas above 80 % average use, so that a burst finds free
+# blocks; above 90 % on any replica, sequences are about to be preempted (recomputed from
+# scratch), which the KV-cache alert reports.
+KV_CACHE_SCALE_TARGET = 0.8
+KV_CACHE_ALERT = 0.9
+# Latency percentiles the dashboards show.
+PERCENTILES = (0.5, 0.95, 0.99)
+# Ray Serve LLM names the Serve deployment of an LLMConfig `LLMServer:<model id>` with `/`
+# written `--` and `.` written `_` (ray 2.60.0,
+# ray/llm/_internal/serve/core/server/builder.py: build_llm_deployment, _get_deployment_name).
+_RAY_LLM_DEPLOYMENT_PREFIX = "LLMServer:"
+
+
+class DeploymentKind(StrEnum):
+    """The four shapes a deployment takes: engine by accelerator; each has its dashboard."""
+
+    VLLM_GPU = "vllm-gpu"
+    VLLM_NEURON = "vllm-neuron"
+    RAYSERVICE_GPU = "rayservice-gpu"
+    RAYSERVICE_NEURON = "rayservice-neuron"
+
+    @property
+    def display_name(self) -> str:
+        """How a dashboard names the kind."""
+        return {
+            DeploymentKind.VLLM_GPU: "vLLM on GPU",
+            DeploymentKind.VLLM_NEURON: "vLLM on Inferentia2",
+            DeploymentKind.RAYSERVICE_GPU: "Ray Serve LLM on GPU",
+            DeploymentKind.RAYSERVICE_NEURON: "Ray Serve on Inferentia2",
+        }[self]
+
+
+_RAY_KINDS = frozenset({DeploymentKind.RAYSERVICE_GPU, DeploymentKind.RAYSERVICE_NEURON})
+
+
+def kind_of(spec: ModelDeploymentSpec) -> DeploymentKind:
+    """The kind of ``spec``: its engine and whether it runs on NeuronCores or GPUs."""
+    if spec.engine == "vllm":
+        return DeploymentKind.VLLM_NEURON if spec.on_neuron else DeploymentKind.VLLM_GPU
+    return DeploymentKind.RAYSERVICE_NEURON if spec.on_neuron else DeploymentKind.RAYSERVICE_GPU
+
+
+def serve_replica_deployment(spec: ModelDeploymentSpec) -> str:
+    """The Serve deployment whose replicas hold the model, in a RayService of ``spec``."""
+    if spec.on_neuron:
+        return names.NEURON_SERVER_DEPLOYMENT
+    return _RAY_LLM_DEPLOYMENT_PREFIX + spec.model.id.replace("/", "--").replace(".", "_")
+
+
+def ksm_label(label: str) -> str:
+    """The label kube-state-metrics gives a Kubernetes label: ``label_`` and ``[a-z0-9_]``."""
+    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
+
+
+def _matchers(**labels: str) -> str:
+    return "{" + ", ".join(f'{key}="{value}"' for key, value in labels.items()) + "}"
+
+
+@dataclass(frozen=True)
+class Watch:
+    """One thing to watch: what it is, the query, the threshold and what happens there."""
+
+    signal: str
+    query: str
+    threshold: str
+    consequence: str
+
+
+@dataclass(frozen=True)
+class Signals:
+    """The queries and thresholds of one deployment (see :func:`signals_of`)."""
+
+    deployment: str
+    kind: DeploymentKind
+    requests_running: str
+    requests_waiting: str
+    kv_cache_usage_max: str
+    kv_cache_usage_avg: str
+    generation_tokens_per_second: str
+    prompt_tokens_per_second: str
+    replicas_ready: str
+    replicas_wanted: str
+    accelerator_utilization: str
+    accelerator_memory: str
+    cost_per_million_tokens: str
+    model_loading: str
+    time_to_first_token: dict[float, str]
+    inter_token_latency: dict[float, str]
+    e2e_latency: dict[float, str]
+    # Thresholds.
+    queue_per_replica: int
+    queue_alert: int
+    kv_cache_scale_target: float
+    kv_cache_alert: float
+    load_budget_seconds: int
+    rollout_budget_seconds: int
+    loading_alert_seconds: int
+    scale_in_window_seconds: int
+    min_replicas: int
+    max_replicas: int
+    price_per_node_hour: float
+    replicas_per_node: int
+    autoscaled_by: str
+
+    def queries(self) -> dict[str, str]:
+        """Every query, by a name, for checks that must see all of them."""
+        found = {
+            "requests_running": self.requests_running,
+            "requests_waiting": self.requests_waiting,
+            "kv_cache_usage_max": self.kv_cache_usage_max,
+            "kv_cache_usage_avg": self.kv_cache_usage_avg,
+            "generation_tokens_per_second": self.generation_tokens_per_second,
+            "prompt_tokens_per_second": self.prompt_tokens_per_second,
+            "replicas_ready": self.replicas_ready,
+            "replicas_wanted": self.replicas_wanted,
+            "accelerator_utilization": self.accelerator_utilization,
+            "accelerator_memory": self.accelerator_memory,
+            "cost_per_million_tokens": self.cost_per_million_tokens,
+            "model_loading": self.model_loading,
+        }
+        for label, table in (
+            ("ttft", self.time_to_first_token),
+            ("itl", self.inter_token_latency),
+            ("e2e", self.e2e_latency),
+        ):
+            found.update({f"{label}_p{round(q * 100)}": expr for q, expr in table.items()})
+        return found
+
+    def watch_list(self) -> tuple[Watch, ...]:
+        """What an operator should watch, with the thresholds the platform acts on."""
+        return (
+            Watch(
+                "requests waiting",
+                self.requests_waiting,
+                (
+                    f"alert above {self.queue_alert} and rising"
+                    if self.kind in _RAY_KINDS
+                    else f"> {self.queue_per_replica} per replica scales out; alert above "
+                    f"{self.queue_alert} and rising"
+                ),
+                self.autoscaled_by,
+            ),
+            Watch(
+                "KV-cache use",
+                self.kv_cache_usage_max,
+                f"> {self.kv_cache_alert:.0%} on any replica",
+                "alert: sequences are about to be preempted; raise max_replicas or lower "
+                "max_num_seqs",
+            ),
+            Watch(
+                "ready replicas",
+                self.replicas_ready,
+                f"< 1 (bounds {self.min_replicas}-{self.max_replicas})",
+                "alert: nothing serves the model",
+            ),
+            Watch(
+                "replica loading",
+                self.model_loading,
+                f"longer than {self.loading_alert_seconds} s",
+                "alert: a replica is stuck in model load beyond its budget",
+            ),
+            Watch(
+                "time to first token p95",
+                self.time_to_first_token[0.95],
+                "dashboard",
+                "rises with queueing and long prompts",
+            ),
+            Watch(
+                "cost per 1M generated tokens",
+                self.cost_per_million_tokens,
+                f"${self.price_per_node_hour:.2f} per node-hour, "
+                f"{self.replicas_per_node} replica(s) per node",
+                "dashboard",
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class _Vocabulary:
+    """The metrics a deployment kind is read through."""
+
+    running: Metric
+    waiting: tuple[Metric, ...]
+    kv_cache: Metric
+    ttft: Metric
+    itl: Metric
+    e2e: Metric
+    prompt_tokens: Metric
+    generation_tokens: Metric
+
+
+def _vocabulary(spec: ModelDeploymentSpec) -> _Vocabulary:
+    engine: tuple[Metric, ...] = (
+        metrics.VLLM_REQUESTS_RUNNING,
+        metrics.VLLM_REQUESTS_WAITING,
+        metrics.VLLM_KV_CACHE_USAGE,
+        metrics.VLLM_TIME_TO_FIRST_TOKEN,
+        metrics.VLLM_INTER_TOKEN_LATENCY,
+        metrics.VLLM_E2E_LATENCY,
+        metrics.VLLM_PROMPT_TOKENS,
+        metrics.VLLM_GENERATION_TOKENS,
+    )
+    if spec.engine == "rayservice":
+        engine = tuple(metrics.ray_exported(m) for m in engine)
+    running, waiting, kv, ttft, itl, e2e, prompt, generation = engine
+    # Behind Ray Serve, requests also queue in Serve's routers before reaching an engine.
+    queues = (waiting, metrics.SERVE_QUEUED) if spec.engine == "rayservice" else (waiting,)
+    return _Vocabulary(running, queues, kv, ttft, itl, e2e, prompt, generation)
+
+
+def signals_of(spec: ModelDeploymentSpec) -> Signals:
+    """The queries and thresholds of ``spec``.
+
+    - **Queue**: the autoscaler (KEDA for standalone vLLM, Serve for Ray) adds a replica per
+      quarter batch (``max_num_seqs / 4``) waiting, the same allowance Serve's
+      ``max_ongoing_requests`` gives a replica beyond its batch; the alert fires when a whole
+      batch waits and the queue still rises for five minutes (the autoscaler is at its bound
+      or cannot get capacity).
+    - **KV cache**: scale out above 80 % average use, alert above 90 % on any replica.
+    - **Replicas**: alert with none ready for five minutes; a RayService that scales to zero
+      only when requests wait and none has come up within the rollout budget.
+    - **Model load**: alert when a replica has loaded for longer than its budget
+      (:func:`eks_inference.load_budget.model_load_seconds`); for Ray Serve, when Serve's
+      target replica count is not reached within the rollout budget (node, image, load).
+    - **Scale-in**: only after load has stayed low for the rollout budget, longer than a model
+      load: a replica removed and wanted back costs a node launch, a pull and a load.
+    - **Cost**: the catalog's on-demand price per node-hour (the plan's price), times the
+      nodes the ready replicas occupy, over the generated tokens.
+    """
+    vocabulary = _vocabulary(spec)
+    selector = _matchers(**{DEPLOYMENT_LABEL: spec.name})
+    ray = spec.engine == "rayservice"
+    pods = _deployment_pods(spec)
+
+    def total(metric: Metric) -> str:
+        return f"sum({metric.one()}{selector})"
+
+    def rate(metric: Metric) -> str:
+        return f"sum(rate({metric.one()}{selector}[{RATE_WINDOW}]))"
+
+    def quantiles(metric: Metric) -> dict[float, str]:
+        bucket = f"rate({metric.bucket()}{selector}[{RATE_WINDOW}])"
+        return {q: f"histogram_quantile({q}, sum by (le) ({bucket}))" for q in PERCENTILES}
+
+    waiting = " + ".join(f"({total(m)} or vector(0))" for m in vocabulary.waiting)
+    if ray:
+        serve = _matchers(
+            **{DEPLOYMENT_LABEL: spec.name, "deployment": serve_replica_deployment(spec)}
+        )
+        ready = f"sum({metrics.SERVE_REPLICAS_HEALTHY.one()}{serve})"
+        wanted = f"sum({metrics.SERVE_TARGET_REPLICAS.one()}{serve})"
+        loading = f"({wanted}) - ({ready} or vector(0))"
+    else:
+        deployment = _matchers(namespace=names.INFERENCE_NAMESPACE, deployment=spec.name)
+        ready = f"sum({metrics.KSM_DEPLOYMENT_AVAILABLE.one()}{deployment})"
+        wanted = f"sum({metrics.KSM_DEPLOYMENT_SPEC_REPLICAS.one()}{deployment})"
+        namespace = _matchers(namespace=names.INFERENCE_NAMESPACE)
+        not_ready = _matchers(namespace=names.INFERENCE_NAMESPACE, condition="false")
+        loading = (
+            f"count(({metrics.KSM_CONTAINER_RUNNING.one()}{namespace} == 1)"
+            f" and on(namespace, pod) ({metrics.KSM_POD_READY.one()}{not_ready} == 1)"
+            f" and on(namespace, pod) {pods})"
+        )
+    generation = rate(vocabulary.generation_tokens)
+    per_node = spec.replicas_per_node
+    price = spec.instance.price_per_hour
+    cost = f"(ceil(({ready}) / {per_node}) * {price}) / (({generation}) * 3600 > 0) * 1000000"
+    utilization, memory = _accelerator(spec, pods)
+    queue_per_replica = max(1, spec.limits.max_num_seqs // 4)
+    rollout = load_budget.rollout_seconds(spec)
+    built = Signals(
+        deployment=spec.name,
+        kind=kind_of(spec),
+        requests_running=total(vocabulary.running),
+        requests_waiting=waiting,
+        kv_cache_usage_max=f"max({vocabulary.kv_cache.one()}{selector})",
+        kv_cache_usage_avg=f"avg({vocabulary.kv_cache.one()}{selector})",
+        generation_tokens_per_second=generation,
+        prompt_tokens_per_second=rate(vocabulary.prompt_tokens),
+        replicas_ready=ready,
+        replicas_wanted=wanted,
+        accelerator_utilization=utilization,
+        accelerator_memory=memory,
+        cost_per_million_tokens=cost,
+        model_loading=loading,
+        time_to_first_token=quantiles(vocabulary.ttft),
+        inter_token_latency=quantiles(vocabulary.itl),
+        e2e_latency=quantiles(vocabulary.e2e),
+        queue_per_replica=queue_per_replica,
+        queue_alert=spec.limits.max_num_seqs,
+        kv_cache_scale_target=KV_CACHE_SCALE_TARGET,
+        kv_cache_alert=KV_CACHE_ALERT,
+        load_budget_seconds=load_budget.model_load_seconds(spec),
+        rollout_budget_seconds=rollout,
+        # A vLLM pod is loading once its container runs; a Serve replica is wanted before its
+        # worker pod has a node, so it gets the whole rollout budget.
+        loading_alert_seconds=rollout if ray else load_budget.model_load_seconds(spec),
+        scale_in_window_seconds=rollout,
+        min_replicas=spec.scaling.min_replicas,
+        max_replicas=spec.scaling.max_replicas,
+        price_per_node_hour=price,
+        replicas_per_node=per_node,
+        autoscaled_by=_autoscaler(spec),
+    )
+    for expr in built.queries().values():
+        require_known(expr)
+    return built
+
+
+def _autoscaler(spec: ModelDeploymentSpec) -> str:
+    if spec.engine == "rayservice":
+        return (
+            f"Ray Serve scales on {spec.target_ongoing_requests} ongoing requests per replica; "
+            "Ray's autoscaler adds the worker pod"
+        )
+    if spec.scaling.autoscale:
+        return "KEDA adds a replica per quarter batch waiting (and above 80 % KV cache)"
+    return "fixed size: set scaling.autoscale to let KEDA add replicas"
+
+
+def _deployment_pods(spec: ModelDeploymentSpec) -> str:
+    """``kube_pod_labels`` of ``spec``'s pods, one series per pod (value 1), for joins."""
+    labels = _matchers(
+        namespace=names.INFERENCE_NAMESPACE, **{ksm_label(names.INSTANCE_LABEL): spec.name}
+    )
+    return f"max by (namespace, pod) ({metrics.KSM_POD_LABELS.one()}{labels})"
+
+
+def _accelerator(spec: ModelDeploymentSpec, pods: str) -> tuple[str, str]:
+    """Utilization and memory use (0 to 1) of the accelerators serving ``spec``.
+
+    GPUs: DCGM attributes each GPU to the pod using it, so the series join the deployment's
+    pods directly. NeuronCores: neuron-monitor reports per node (its PodMonitor adds the
+    node), so the series join the nodes the deployment's pods run on; a node shared with
+    another deployment is counted for both.
+    """
+    if not spec.on_neuron:
+        util = f"{metrics.DCGM_GPU_UTIL.one()} * on(namespace, pod) group_left() {pods}"
+        used = f"{metrics.DCGM_FB_USED.one()} * on(namespace, pod) group_left() {pods}"
+        free = f"{metrics.DCGM_FB_FREE.one()} * on(namespace, pod) group_left() {pods}"
+        return f"avg({util}) / 100", f"sum({used}) / (sum({used}) + sum({free}))"
+    info = _matchers(namespace=names.INFERENCE_NAMESPACE)
+    nodes = (
+        f"max by (node) ({metrics.KSM_POD_INFO.one()}{info} * on(namespace, pod) "
+        f"group_left() {pods})"
+    )
+    device = _matchers(memory_location="neuron_device")
+    hbm_bytes = spec.instance.cores * spec.instance.memory_per_core_bytes
+    util = f"avg({metrics.NEURONCORE_UTILIZATION.one()} * on(node) group_left() {nodes})"
+    memory = (
+        f"sum({metrics.NEURON_RUNTIME_MEMORY.one()}{device} * on(node) group_left() {nodes})"
+        f" / (count({nodes}) * {hbm_bytes})"
+    )
+    return util, memory
+
+
+def seconds(value: int) -> str:
+    """A Prometheus duration of whole seconds."""
+    return f"{value}s"
