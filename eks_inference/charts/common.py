@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -181,6 +182,23 @@ def _sorted_keys(value: Any) -> Any:
     return value
 
 
+# The API server refuses a request body over 3 MiB and etcd a value over 1.5 MiB; a ConfigMap's
+# data may not exceed 1 MiB. Any object above 1 MiB comes from a runaway input, not a design.
+MAX_OBJECT_BYTES = 1024 * 1024
+
+
+def check_object_size(obj: Mapping[str, Any]) -> None:
+    """Refuse an object larger than :data:`MAX_OBJECT_BYTES` as JSON, naming it."""
+    size = len(json.dumps(obj, separators=(",", ":")).encode())
+    if size > MAX_OBJECT_BYTES:
+        meta = obj.get("metadata", {})
+        raise ValueError(
+            f"{obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name')} renders to "
+            f"{size:,} bytes, more than the {MAX_OBJECT_BYTES:,} bytes a Kubernetes object may "
+            "hold; look for an oversized value in the deployment's spec"
+        )
+
+
 class ObjectsChart(cdk8s.Chart):
     """A cdk8s chart of plain Kubernetes objects and what they need from the platform.
 
@@ -201,6 +219,8 @@ class ObjectsChart(cdk8s.Chart):
         objects: Sequence[dict[str, Any]],
         needs: PlatformNeeds,
     ) -> None:
+        for obj in objects:
+            check_object_size(obj)
         super().__init__(scope, chart_id, disable_resource_name_hashes=True)
         self.role = role
         self.objects: tuple[dict[str, Any], ...] = tuple(objects)

@@ -23,6 +23,7 @@ from eks_inference.charts import (
     deployment_charts,
     needs_of,
 )
+from eks_inference.charts.common import MAX_OBJECT_BYTES, ObjectsChart
 from eks_inference.platform import PlatformSpec
 from eks_inference.spec import ModelDeploymentSpec
 from tests.charts.conftest import CONTEXT
@@ -143,3 +144,16 @@ def test_needs_combine_without_repeats(
     assert len(set(total.mounted_prefixes)) == len(total.mounted_prefixes)
     assert total + total == total
     assert PlatformNeeds() + total == total
+
+
+def test_an_object_beyond_the_kubernetes_limit_is_refused_naming_it() -> None:
+    big = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "huge", "namespace": names.INFERENCE_NAMESPACE},
+        "data": {"blob": "x" * MAX_OBJECT_BYTES},
+    }
+    with pytest.raises(ValueError, match=r"ConfigMap inference/huge renders to 1,048,6\d\d bytes"):
+        ObjectsChart(cdk8s.App(), "too-big", "test", [big], PlatformNeeds())
+    small = {**big, "data": {"blob": "x" * 1000}}
+    assert ObjectsChart(cdk8s.App(), "fine", "test", [small], PlatformNeeds()).to_json() == [small]

@@ -1,0 +1,197 @@
+"""Endpoints: how clients outside the cluster reach a deployment's OpenAI-compatible API.
+
+Two typed pieces, validated where they are written:
+
+* :class:`Endpoint`, on the platform (``PlatformSpec.endpoint``): the one Application Load
+  Balancer every exposed deployment shares, with its scheme, TLS certificate, allowed source
+  networks, routing style and authentication.
+* :class:`DeploymentEndpoint`, on each deployment (``ModelDeploymentSpec.endpoint``): whether it
+  is exposed and, optionally, its own path or host.
+
+:mod:`eks_inference.routes` resolves the two into one :class:`~eks_inference.routes.Route` per
+exposed deployment and holds the rules that span deployments (collisions, the idle timeout).
+
+Why an ALB IngressGroup rather than a Gateway API Gateway: the AWS Load Balancer Controller
+turns Ingresses that share ``alb.ingress.kubernetes.io/group.name`` into one load balancer,
+one listener rule and one target group per Ingress, with nothing to install beyond the
+controller. A Gateway needs the Gateway API CRDs installed and a GatewayClass, a Gateway and
+an HTTPRoute per deployment, for no feature this platform uses. One Ingress per deployment
+keeps each deployment's rule, health check and target group in that deployment's manifests.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    model_validator,
+)
+
+from eks_inference.aws_types import CertificateArn
+from eks_inference.validation import Problems, Rule, rule_error, validate_with_rules
+
+Scheme = Literal["internal", "internet-facing"]
+Routing = Literal["path", "host"]
+Authentication = Literal["api_key", "none"]
+
+# A path prefix of lowercase DNS-label segments (`/llama`, `/team-a/llama`): nothing an ALB
+# path condition or the rewrite's regular expression would read as a pattern.
+_PATH_PATTERN = r"^(/[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$"
+_MAX_PATH_LENGTH = 128
+# A fully qualified host name in lowercase: ALB host conditions compare case-insensitively,
+# so a mixed-case name could only be a second spelling of the same host.
+_HOST_PATTERN = r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_MAX_HOST_LENGTH = 253
+
+
+def _network(value: str) -> str:
+    try:
+        network = ipaddress.IPv4Network(value, strict=True)
+    except ValueError as error:
+        raise rule_error(
+            f"{value!r} is not an IPv4 network in CIDR notation ({error}); write it as "
+            "address/prefix-length with the host bits zero, e.g. 10.0.0.0/8 (the load "
+            "balancer has IPv4 addresses only)"
+        ) from None
+    return str(network)
+
+
+RoutePath = Annotated[
+    str, Field(pattern=_PATH_PATTERN, max_length=_MAX_PATH_LENGTH, examples=["/llama3-8b"])
+]
+"""A path prefix: ``/`` and lowercase letters, digits and ``-`` in each segment."""
+HostName = Annotated[
+    str,
+    Field(pattern=_HOST_PATTERN, max_length=_MAX_HOST_LENGTH, examples=["models.example.com"]),
+]
+"""A fully qualified DNS name in lowercase, such as ``models.example.com``."""
+Cidr = Annotated[str, AfterValidator(_network)]
+"""An IPv4 network in CIDR notation."""
+
+
+class DeploymentEndpoint(BaseModel):
+    """How one deployment is reached on the platform's load balancer.
+
+    Exposed by default, at ``/<name>`` with path routing or ``<name>.<endpoint.host>`` with
+    host routing. ``path`` or ``host`` replace those; ``expose: false`` keeps the deployment
+    on its in-cluster Service only. Nothing is exposed unless the platform has an
+    :class:`Endpoint`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    expose: bool = True
+    path: RoutePath | None = Field(
+        default=None, description="Path prefix with routing: path; default /<name>."
+    )
+    host: HostName | None = Field(
+        default=None,
+        description="Host name of this deployment; default <name>.<endpoint.host> with routing: "
+        "host, and the endpoint's host (if any) with routing: path.",
+    )
+
+
+class Endpoint(BaseModel):
+    """The platform's load balancer: one Application Load Balancer for every exposed deployment.
+
+    Defaults, and why:
+
+    * ``scheme: internal``: nothing is reachable from the internet unless asked for. An internal
+      ALB gets addresses in the private subnets and answers only inside the VPC (and networks
+      routed to it).
+    * ``authentication: api_key``: model servers require ``Authorization: Bearer <key>`` on
+      every ``/v1`` route; the key is generated in AWS Secrets Manager by the stack.
+    * ``routing: path``: deployments share one host name and are told apart by a path prefix,
+      which the load balancer strips before the request reaches the server; this works
+      without DNS (the ALB's own name). ``routing: host`` gives each deployment its own name
+      under ``host`` (a wildcard DNS record and certificate).
+    * ``certificate_arn``: with it the ALB listens on HTTPS 443 only (TLS 1.2 and 1.3);
+      without it on HTTP 80, which only an internal load balancer may do.
+    * ``source_cidrs``: the networks allowed to connect; empty means the controller's
+      default (any address that can route to the load balancer), which only an internal
+      load balancer may use.
+
+    An internet-facing endpoint must have a certificate, API keys and explicit source
+    networks: each missing one fails validation under its own field.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scheme: Scheme = "internal"
+    routing: Routing = "path"
+    host: HostName | None = Field(
+        default=None,
+        description="Host name clients use (routing: path), or the domain deployments are "
+        "named under (routing: host). DNS records are yours to create.",
+    )
+    certificate_arn: CertificateArn | None = Field(
+        default=None, description="ACM certificate for HTTPS; required when internet-facing."
+    )
+    source_cidrs: tuple[Cidr, ...] = Field(
+        default=(),
+        max_length=50,
+        description="Client networks allowed to connect; required when internet-facing "
+        "(0.0.0.0/0 accepts any).",
+    )
+    authentication: Authentication = Field(
+        default="api_key",
+        description="api_key: servers require Authorization: Bearer <key>; none: internal only.",
+    )
+
+    @property
+    def internet_facing(self) -> bool:
+        return self.scheme == "internet-facing"
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check_rules(cls, data: Any, handler: ModelWrapValidatorHandler[Endpoint]) -> Endpoint:
+        return validate_with_rules(cls, data, handler, _ENDPOINT_RULES)
+
+
+def _check_internet_facing(endpoint: Endpoint, problems: Problems) -> None:
+    """An internet-facing load balancer needs TLS, authentication and known client networks."""
+    if not endpoint.internet_facing:
+        return
+    if endpoint.certificate_arn is None:
+        problems.add(
+            ("certificate_arn",),
+            "an internet-facing endpoint must use HTTPS: set certificate_arn to an ACM "
+            "certificate for its host name, or use scheme: internal",
+        )
+    if endpoint.authentication == "none":
+        problems.add(
+            ("authentication",),
+            "an internet-facing endpoint must authenticate its clients: set authentication: "
+            "api_key, or use scheme: internal",
+            endpoint.authentication,
+        )
+    if not endpoint.source_cidrs:
+        problems.add(
+            ("source_cidrs",),
+            "an internet-facing endpoint must list the client networks allowed to connect "
+            "(0.0.0.0/0 to accept any), or use scheme: internal",
+        )
+
+
+def _check_host_routing(endpoint: Endpoint, problems: Problems) -> None:
+    if endpoint.routing == "host" and endpoint.host is None:
+        problems.add(
+            ("host",),
+            "routing: host names each deployment <name>.<host>: set host to the domain "
+            "(e.g. models.example.com), or use routing: path",
+        )
+
+
+_ENDPOINT_RULES = (
+    Rule(
+        frozenset({"scheme", "certificate_arn", "authentication", "source_cidrs"}),
+        _check_internet_facing,
+    ),
+    Rule(frozenset({"routing", "host"}), _check_host_routing),
+)

@@ -1,0 +1,250 @@
+"""Routes: where each exposed deployment is reached, resolved from the platform's endpoint.
+
+A :class:`Route` is to the endpoint chart and the CDK constructs what a
+:class:`~eks_inference.platform.Placement` is to the pod charts: the platform's decision,
+resolved once, typed and validated, so the Ingress, the server's API-key check and the stack's
+outputs all read the same values. :func:`check_routes` holds the rules that span
+deployments; :class:`~eks_inference.platform.PlatformSpec` runs it.
+
+The idle timeout. An Application Load Balancer closes a connection on which nothing has been
+sent for its idle timeout, 60 s by default: a non-streaming completion, whose response is
+sent only once the last token is generated, is cut off when generating takes longer, the most
+common failure reported with LLM servers behind load balancers. The timeout here is long
+enough for ``max_model_len`` tokens of one sequence at the decode throughput bound of
+``eks-inference plan`` (:func:`eks_inference.sizing.decode_tokens_per_second_bound`, a full
+batch at full context, divided among the batch's sequences), doubled because the bound is a
+ceiling that real engines do not reach, and never below 300 s. It is a load-balancer
+attribute, so every Ingress of the group renders the longest of its deployments' timeouts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from eks_inference import sizing
+from eks_inference.endpoints import Endpoint, Scheme
+from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.validation import Problems
+
+# The idle timeout's bounds: at least 300 s for any deployment; at most the largest value an
+# ALB accepts for `idle_timeout.timeout_seconds`.
+MIN_IDLE_TIMEOUT_S = 300
+MAX_IDLE_TIMEOUT_S = 4000
+# The decode bound is a ceiling (weights and KV cache streamed at full memory bandwidth): a
+# sequence is given twice the time the bound implies.
+IDLE_TIMEOUT_MARGIN = 2
+# An ALB has at most 100 listener rules and 100 target groups by default (quotas that can be
+# raised); each exposed deployment takes one of each.
+MAX_ROUTES_PER_LOAD_BALANCER = 100
+# IngressGroup names: lowercase alphanumerics, '-' or '.', at most 63 characters.
+_MAX_GROUP_LENGTH = 63
+
+
+@dataclass(frozen=True)
+class Route:
+    """One exposed deployment's place on the platform's load balancer.
+
+    ``load_balancer`` is the IngressGroup every exposed deployment's Ingress joins; ``host``
+    (or ``None``: any host) and ``path`` (or ``None``: every path, with host routing) select
+    the deployment's requests. ``idle_timeout_seconds`` is the load balancer's, the same on
+    every route. ``api_key`` says whether the model servers require the platform's key.
+    """
+
+    deployment: str
+    load_balancer: str
+    scheme: Scheme
+    host: str | None
+    path: str | None
+    certificate_arn: str | None
+    source_cidrs: tuple[str, ...]
+    idle_timeout_seconds: int
+    api_key: bool
+
+    @property
+    def protocol(self) -> str:
+        """``https`` when the load balancer has a certificate, else ``http``."""
+        return "https" if self.certificate_arn else "http"
+
+    def base_url(self, load_balancer_host: str | None = None) -> str:
+        """The OpenAI base URL (``.../v1``), at ``host`` or, without one, the load balancer's
+        DNS name ``load_balancer_host``."""
+        host = self.host or load_balancer_host
+        if host is None:
+            raise ValueError(
+                f"deployment {self.deployment!r} has no host name: pass the load balancer's"
+            )
+        return f"{self.protocol}://{host}{self.path or ''}/v1"
+
+
+def load_balancer_group(cluster_name: str) -> str:
+    """The IngressGroup name of the platform's load balancer: the cluster name in lowercase.
+
+    A cluster name longer than an IngressGroup name may be is shortened and given a hash of
+    the whole name, so two clusters never share a group.
+    """
+    name = cluster_name.lower()
+    if len(name) <= _MAX_GROUP_LENGTH:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: _MAX_GROUP_LENGTH - 9].rstrip('-')}-{digest}"
+
+
+def api_key_secret_name(cluster_name: str) -> str:
+    """The AWS Secrets Manager name of the platform's API key: ``<cluster>/api-key``."""
+    return f"{cluster_name}/api-key"
+
+
+def decode_seconds(spec: ModelDeploymentSpec) -> float:
+    """Seconds to generate ``max_model_len`` tokens of one sequence at the decode bound."""
+    limits = spec.limits
+    node_bound = sizing.decode_tokens_per_second_bound(
+        spec.model.architecture,
+        spec.instance,
+        spec.tensor_parallel_size,
+        limits.max_model_len,
+        limits.max_num_seqs,
+    )
+    per_sequence = node_bound / (spec.replicas_per_node * limits.max_num_seqs)
+    return limits.max_model_len / per_sequence
+
+
+def idle_timeout_seconds(spec: ModelDeploymentSpec) -> int:
+    """The idle timeout ``spec`` needs: twice :func:`decode_seconds`, at least 300 s.
+
+    May exceed :data:`MAX_IDLE_TIMEOUT_S`; :func:`check_routes` rejects such a deployment.
+    """
+    return max(MIN_IDLE_TIMEOUT_S, math.ceil(IDLE_TIMEOUT_MARGIN * decode_seconds(spec)))
+
+
+def exposed(endpoint: Endpoint | None, spec: ModelDeploymentSpec) -> bool:
+    """Whether ``spec`` is reached through ``endpoint``'s load balancer."""
+    return endpoint is not None and spec.endpoint.expose
+
+
+def _host(endpoint: Endpoint, spec: ModelDeploymentSpec) -> str | None:
+    if spec.endpoint.host is not None:
+        return spec.endpoint.host
+    if endpoint.routing == "host":
+        return f"{spec.name}.{endpoint.host}"
+    return endpoint.host
+
+
+def _path(endpoint: Endpoint, spec: ModelDeploymentSpec) -> str | None:
+    if endpoint.routing == "host":
+        return None
+    return spec.endpoint.path or f"/{spec.name}"
+
+
+def resolve_routes(
+    cluster_name: str, endpoint: Endpoint | None, deployments: Sequence[ModelDeploymentSpec]
+) -> dict[str, Route]:
+    """The route of every exposed deployment, by deployment name."""
+    if endpoint is None:
+        return {}
+    chosen = [spec for spec in deployments if exposed(endpoint, spec)]
+    idle_timeout = max((idle_timeout_seconds(spec) for spec in chosen), default=0)
+    return {
+        spec.name: Route(
+            deployment=spec.name,
+            load_balancer=load_balancer_group(cluster_name),
+            scheme=endpoint.scheme,
+            host=_host(endpoint, spec),
+            path=_path(endpoint, spec),
+            certificate_arn=endpoint.certificate_arn,
+            source_cidrs=endpoint.source_cidrs,
+            idle_timeout_seconds=idle_timeout,
+            api_key=endpoint.authentication == "api_key",
+        )
+        for spec in chosen
+    }
+
+
+def _hosts_overlap(a: str | None, b: str | None) -> bool:
+    # A rule without a host condition matches every host.
+    return a is None or b is None or a == b
+
+
+def _paths_overlap(a: str | None, b: str | None) -> bool:
+    # A rule without a path condition matches every path; a prefix matches the paths below it.
+    if a is None or b is None:
+        return True
+    return a == b or a.startswith(f"{b}/") or b.startswith(f"{a}/")
+
+
+def check_routes(
+    cluster_name: str,
+    endpoint: Endpoint | None,
+    deployments: Sequence[ModelDeploymentSpec],
+    problems: Problems,
+) -> None:
+    """Rules that span the exposed deployments of a platform, reported under its field paths.
+
+    * a deployment's own ``endpoint.path``/``host`` needs a platform endpoint, and a path
+      needs path routing;
+    * no two routes overlap: a request must have exactly one deployment to go to, so equal
+      paths (on overlapping hosts), a path that is a prefix of another, or equal hosts fail
+      under the later deployment's field, naming the earlier one;
+    * at most :data:`MAX_ROUTES_PER_LOAD_BALANCER` exposed deployments;
+    * each deployment's idle timeout fits the ALB's maximum.
+    """
+    for i, spec in enumerate(deployments):
+        given = spec.endpoint.model_fields_set & {"path", "host"}
+        if endpoint is None and given:
+            problems.add(
+                ("deployments", i, "endpoint"),
+                f"deployment {spec.name!r} sets endpoint.{sorted(given)[0]} but the platform "
+                "has no load balancer: add a platform endpoint (e.g. endpoint: {}) or remove it",
+            )
+        elif endpoint is not None and endpoint.routing == "host" and spec.endpoint.path is not None:
+            problems.add(
+                ("deployments", i, "endpoint", "path"),
+                "the platform endpoint routes by host, so a deployment is reached at the root "
+                "of its own host name: remove path, or use routing: path",
+                spec.endpoint.path,
+            )
+    if endpoint is None:
+        return
+    routes = resolve_routes(cluster_name, endpoint, deployments)
+    index = {spec.name: i for i, spec in enumerate(deployments)}
+    specs = {spec.name: spec for spec in deployments}
+    # The field that decides where a deployment's requests go.
+    field = "host" if endpoint.routing == "host" else "path"
+    placed: list[Route] = []
+    for name, route in routes.items():
+        spec = specs[name]
+        for earlier in placed:
+            if _hosts_overlap(route.host, earlier.host) and _paths_overlap(
+                route.path, earlier.path
+            ):
+                where = route.path if field == "path" else route.host
+                problems.add(
+                    ("deployments", index[name], "endpoint", field),
+                    f"{field} {where} of deployment {name!r} overlaps the route of "
+                    f"deployment {earlier.deployment!r} (deployments.{index[earlier.deployment]}"
+                    f".endpoint.{field}: {earlier.path if field == 'path' else earlier.host}) "
+                    f"on the load balancer: give each deployment its own {field}",
+                    where,
+                )
+                break
+        placed.append(route)
+        timeout = idle_timeout_seconds(spec)
+        if timeout > MAX_IDLE_TIMEOUT_S:
+            problems.add(
+                ("deployments", index[name], "limits", "max_model_len"),
+                f"a response of max_model_len ({spec.limits.max_model_len}) tokens takes up to "
+                f"{timeout} s at the decode bound (with a margin of {IDLE_TIMEOUT_MARGIN}), "
+                f"beyond the {MAX_IDLE_TIMEOUT_S} s idle timeout an ALB allows; lower "
+                "max_model_len or max_num_seqs, use a larger tensor_parallel_size, or set "
+                "endpoint.expose: false",
+                spec.limits.max_model_len,
+            )
+    if len(routes) > MAX_ROUTES_PER_LOAD_BALANCER:
+        problems.add(
+            ("endpoint",),
+            f"{len(routes)} deployments are exposed, but an ALB holds at most "
+            f"{MAX_ROUTES_PER_LOAD_BALANCER} listener rules and target groups; set "
+            "endpoint.expose: false on some deployments",
+        )
