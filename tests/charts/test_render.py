@@ -29,18 +29,22 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def test_layout_one_folder_per_deployment_one_file_per_chart(reference: Rendered) -> None:
     assert sorted(reference.files) == [
+        "api-key.yaml",
         "exporters.yaml",
         "llama3-8b-inf2/01-model-weights.yaml",
         "llama3-8b-inf2/02-neuron-artifacts.yaml",
         "llama3-8b-inf2/03-rayservice.yaml",
         "llama3-8b-inf2/04-compile-job.yaml",
         "llama3-8b-inf2/05-monitoring.yaml",
+        "llama3-8b-inf2/06-endpoint.yaml",
         "mistral-7b-g6e/01-vllm.yaml",
         "mistral-7b-g6e/02-monitoring.yaml",
+        "mistral-7b-g6e/03-endpoint.yaml",
         "namespace.yaml",
         "qwen25-7b-g6e/01-model-weights.yaml",
         "qwen25-7b-g6e/02-rayservice.yaml",
         "qwen25-7b-g6e/03-monitoring.yaml",
+        "qwen25-7b-g6e/04-endpoint.yaml",
     ]
 
 
