@@ -278,6 +278,8 @@ class CompileJobChart(DeploymentChart):
                     ),
                 ),
                 pods=(
+                    # One serving replica's share of a node: the serving pods' need
+                    # holds the node's packing.
                     pod.scheduling_need(
                         (f"Job/{job_name}", "spec", "template"), placement.workers, pod_spec
                     ),

@@ -83,7 +83,8 @@ class PodNeed:
     to it (``spec``, ``rayClusterConfig``, ``workerGroupSpecs``, 0, ``template``); ``pool``
     the node pool the pod is placed on. The rest is what scheduling looks at: the node
     selector, the tolerations, each container's resource requests (sidecars the operator
-    adds included) and each init container's, as quantity strings.
+    adds included) and each init container's, as quantity strings; ``per_node`` is how many
+    such pods the sizing packs onto one node (a node's share per replica).
     """
 
     path: tuple[str | int, ...]
@@ -92,6 +93,7 @@ class PodNeed:
     tolerations: tuple[Toleration, ...]
     requests: tuple[tuple[tuple[str, str], ...], ...]
     init_requests: tuple[tuple[tuple[str, str], ...], ...] = ()
+    per_node: int = 1
 
 
 @dataclass(frozen=True)

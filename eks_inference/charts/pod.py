@@ -179,11 +179,13 @@ def scheduling_need(
     pod_spec: Json,
     *,
     sidecars: Sequence[Json] = (),
+    per_node: int = 1,
 ) -> PodNeed:
     """What a node must offer to run ``pod_spec``, which is placed on ``pool``.
 
     Read from the pod as rendered, so the need is what the pod asks for; ``sidecars`` are
-    containers an operator adds to the pod at runtime (KubeRay's autoscaler in a Ray head).
+    containers an operator adds to the pod at runtime (KubeRay's autoscaler in a Ray head);
+    ``per_node`` pods of it share one node.
     """
     return PodNeed(
         path=tuple(path),
@@ -200,6 +202,7 @@ def scheduling_need(
         ),
         requests=tuple(_requests(c) for c in (*pod_spec["containers"], *sidecars)),
         init_requests=tuple(_requests(c) for c in pod_spec.get("initContainers", [])),
+        per_node=per_node,
     )
 
 

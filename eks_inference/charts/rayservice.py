@@ -331,6 +331,7 @@ class RayServiceChart(DeploymentChart):
                         (*cluster_path, "workerGroupSpecs", 0, "template"),
                         placement.workers,
                         worker_pod,
+                        per_node=spec.replicas_per_node,
                     ),
                 ),
             ),

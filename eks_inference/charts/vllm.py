@@ -257,6 +257,7 @@ class VllmChart(DeploymentChart):
                         (f"Deployment/{spec.name}", "spec", "template"),
                         placement.workers,
                         pod_spec,
+                        per_node=spec.replicas_per_node,
                     ),
                 ),
             ),

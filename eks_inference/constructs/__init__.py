@@ -4,6 +4,7 @@ and the model deployments served on them."""
 from eks_inference.constructs.addons import InferenceAddons
 from eks_inference.constructs.api_keys import ApiKeys
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
+from eks_inference.constructs.karpenter import KarpenterNodeProvisioning
 from eks_inference.constructs.load_balancer_controller import LoadBalancerController
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.constructs.model_deployment import ModelDeployment, NeuronRayImage
@@ -15,6 +16,7 @@ __all__ = [
     "InferenceAddons",
     "InferenceCluster",
     "InferenceObservability",
+    "KarpenterNodeProvisioning",
     "LoadBalancerController",
     "ModelBucket",
     "ModelDeployment",
