@@ -60,6 +60,8 @@ def generated_platform(deployments: int) -> PlatformSpec:
         {
             "cluster_name": "scale",
             "model_bucket_name": "eks-inference-scale-models",
+            # The reference app's endpoint: every deployment on one internal load balancer.
+            "endpoint": {"scheme": "internal", "routing": "path", "authentication": "api_key"},
             "node_pools": pools,
             "deployments": specs,
         }

@@ -27,7 +27,6 @@ from eks_inference.charts.common import (
     RenderContext,
     artifact_key_digest,
     chart_id,
-    weights_gib,
 )
 from eks_inference.charts.compile_job import CompileJobChart
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds, ServiceAccountNeed
@@ -44,6 +43,7 @@ from eks_inference.charts.rayservice import COMPONENT as RAY_COMPONENT
 from eks_inference.charts.rayservice import RayServiceChart
 from eks_inference.charts.vllm import COMPONENT as VLLM_COMPONENT
 from eks_inference.charts.vllm import VllmChart
+from eks_inference.load_budget import weights_gib
 from eks_inference.platform import Placement
 from eks_inference.routes import Route
 from eks_inference.spec import ModelDeploymentSpec

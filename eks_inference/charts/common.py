@@ -23,15 +23,6 @@ from constructs import Construct
 
 from eks_inference import artifacts
 from eks_inference.charts.contract import PlatformNeeds, SecretNeed
-
-# The load budget lives in the spec layer (the autoscaler, the alerts and the CLI's plan read it
-# without cdk8s); charts keep importing it from here.
-from eks_inference.load_budget import NODE_AND_IMAGE_SECONDS as NODE_AND_IMAGE_SECONDS
-from eks_inference.load_budget import compile_seconds as compile_seconds
-from eks_inference.load_budget import compiles_at_startup as compiles_at_startup
-from eks_inference.load_budget import model_load_seconds as model_load_seconds
-from eks_inference.load_budget import rollout_seconds as rollout_seconds
-from eks_inference.load_budget import weights_gib as weights_gib
 from eks_inference.names import API_KEY_SECRET, API_KEY_SECRET_KEY, INFERENCE_NAMESPACE
 from eks_inference.names import COMPONENT_LABEL as COMPONENT_LABEL
 from eks_inference.names import INSTANCE_LABEL as INSTANCE_LABEL

@@ -33,19 +33,15 @@ from eks_inference.charts.common import (
     COMPILE_JOB_ROLE,
     HEALTH_PATH,
     MODEL_MOUNT_PATH,
-    NODE_AND_IMAGE_SECONDS,
     OPENAI_PORT,
     WEIGHTS_ROLE,
     DeploymentChart,
     RenderContext,
     api_object,
     compile_job_name,
-    compile_seconds,
     completion_marker_path,
     metadata,
-    model_load_seconds,
     object_labels,
-    weights_gib,
 )
 from eks_inference.charts.contract import PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.mountpoint import MountpointVolume
@@ -55,6 +51,12 @@ from eks_inference.charts.vllm import (
     TMP_PATH,
     server_environment,
     shared_memory_mib,
+)
+from eks_inference.load_budget import (
+    NODE_AND_IMAGE_SECONDS,
+    compile_seconds,
+    model_load_seconds,
+    weights_gib,
 )
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.platform import Placement

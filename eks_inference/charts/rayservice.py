@@ -40,10 +40,10 @@ from eks_inference.charts.common import (
     metadata,
     object_labels,
     requires_api_key,
-    rollout_seconds,
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.mountpoint import MountpointVolume
+from eks_inference.load_budget import rollout_seconds
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.platform import Placement
 from eks_inference.routes import Route

@@ -10,18 +10,21 @@ Layout::
 
     k8s_manifests/
       namespace.yaml
+      exporters.yaml                         (accelerator metrics exporters and their monitors)
+      api-key.yaml                           (with an endpoint requiring API keys)
+      karpenter-node-pools.yaml              (Karpenter mode: EC2NodeClasses and NodePools)
       <deployment>/01-model-weights.yaml     (one file per chart, in apply order)
       <deployment>/02-neuron-artifacts.yaml
       <deployment>/03-rayservice.yaml
       <deployment>/04-compile-job.yaml       (Neuron deployments with compiled artifacts)
+      <deployment>/NN-autoscaling.yaml       (autoscaled standalone vLLM: the ScaledObject)
+      <deployment>/NN-monitoring.yaml        (its monitor, alerts and dashboard)
       <deployment>/NN-endpoint.yaml          (exposed deployments: the Ingress, last)
-      api-key.yaml                           (with an endpoint requiring API keys)
-      karpenter-node-pools.yaml              (Karpenter mode: EC2NodeClasses and NodePools)
 
 The compile job is written for every Neuron deployment with a compiled-artifacts prefix,
 whether or not the CDK app applies it (``run_compile_job``), so it can be run by hand with
-``kubectl apply -f``. It comes last so that the files of the other charts keep their numbers;
-apply order does not matter for it, since serving pods wait for its completion marker.
+``kubectl apply -f``; apply order does not matter for it, since serving pods wait for its
+completion marker.
 
 The writer owns every subdirectory and every top-level ``*.yaml`` file: a deployment removed
 from the platform loses its folder. Other top-level files written by other tools (the capacity

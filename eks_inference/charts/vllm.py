@@ -30,14 +30,13 @@ from eks_inference.charts.common import (
     keep_alive_seconds,
     memory_share_mib,
     metadata,
-    model_load_seconds,
     object_labels,
     requires_api_key,
-    rollout_seconds,
     selector_labels,
 )
 from eks_inference.charts.contract import PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.mountpoint import MountpointVolume
+from eks_inference.load_budget import model_load_seconds, rollout_seconds
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.platform import Placement
 from eks_inference.routes import Route

@@ -273,25 +273,13 @@ class InferenceAddons(Construct):
                 "model bucket prefixes"
             ),
         )
-        addon = eks.Addon(
-            self,
+        addon = cluster.add_eks_addon(
             "MountpointS3Csi",
-            cluster=cluster.eks_cluster,
             addon_name="aws-mountpoint-s3-csi-driver",
             addon_version=versions.MOUNTPOINT_S3_CSI_ADDON_VERSION,
-            preserve_on_delete=False,
+            identity=(role, names.MOUNTPOINT_SERVICE_ACCOUNT),
+            scope=self,
         )
-        cfn_addon = addon.node.default_child
-        if not isinstance(cfn_addon, eks.CfnAddon):
-            raise TypeError(f"unexpected default child of eks.Addon: {cfn_addon!r}")
-        # eks.Addon has no Pod Identity property; its CloudFormation resource has.
-        cfn_addon.pod_identity_associations = [
-            eks.CfnAddon.PodIdentityAssociationProperty(
-                role_arn=role.role_arn,
-                service_account=names.MOUNTPOINT_SERVICE_ACCOUNT,
-            )
-        ]
-        addon.node.add_dependency(cluster.pod_identity_agent)
         return role, addon
 
     def _add_autoscaler(

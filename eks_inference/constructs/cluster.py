@@ -234,13 +234,10 @@ class InferenceCluster(Construct):
                     )
                 ],
             )
-        self.pod_identity_agent = eks.Addon(
-            self,
+        self.pod_identity_agent = self.add_eks_addon(
             "PodIdentityAgent",
-            cluster=self.eks_cluster,
             addon_name="eks-pod-identity-agent",
             addon_version=versions.EKS_POD_IDENTITY_AGENT_ADDON_VERSION,
-            preserve_on_delete=False,
         )
         self.vpc_cni_role, self.vpc_cni = self._add_vpc_cni()
 
@@ -312,25 +309,57 @@ class InferenceCluster(Construct):
             "The AWS managed policy the VPC CNI needs to manage pod network interfaces; AWS "
             "keeps it current with the CNI. It is held by the CNI's own service account only.",
         )
-        addon = eks.Addon(
-            self,
+        addon = self.add_eks_addon(
             "VpcCni",
-            cluster=self.eks_cluster,
             addon_name="vpc-cni",
             addon_version=versions.VPC_CNI_ADDON_VERSION,
+            identity=(role, _VPC_CNI_SERVICE_ACCOUNT),
+            overwrite=True,
+        )
+        return role, addon
+
+    def add_eks_addon(
+        self,
+        construct_id: str,
+        *,
+        addon_name: str,
+        addon_version: str,
+        identity: tuple[iam.IRole, str] | None = None,
+        overwrite: bool = False,
+        scope: Construct | None = None,
+    ) -> eks.Addon:
+        """An EKS managed add-on of this cluster, in ``scope`` (default: this construct).
+
+        With ``identity`` (a role and the add-on's service account) the add-on's own Pod
+        Identity association gives the role to that account, and the add-on waits for the Pod
+        Identity agent: ``eks.Addon`` has no property for it, its CloudFormation resource has.
+        ``overwrite`` takes over an installation EKS made itself (the VPC CNI). The add-on is
+        removed with the stack (``preserve_on_delete=False``): it holds no data.
+        """
+        addon = eks.Addon(
+            scope or self,
+            construct_id,
+            cluster=self.eks_cluster,
+            addon_name=addon_name,
+            addon_version=addon_version,
             preserve_on_delete=False,
         )
+        if identity is None and not overwrite:
+            return addon
         cfn_addon = addon.node.default_child
         if not isinstance(cfn_addon, eks.CfnAddon):
             raise TypeError(f"unexpected default child of eks.Addon: {cfn_addon!r}")
-        cfn_addon.resolve_conflicts = "OVERWRITE"
-        cfn_addon.pod_identity_associations = [
-            eks.CfnAddon.PodIdentityAssociationProperty(
-                role_arn=role.role_arn, service_account=_VPC_CNI_SERVICE_ACCOUNT
-            )
-        ]
-        addon.node.add_dependency(self.pod_identity_agent)
-        return role, addon
+        if overwrite:
+            cfn_addon.resolve_conflicts = "OVERWRITE"
+        if identity is not None:
+            role, service_account = identity
+            cfn_addon.pod_identity_associations = [
+                eks.CfnAddon.PodIdentityAssociationProperty(
+                    role_arn=role.role_arn, service_account=service_account
+                )
+            ]
+            addon.node.add_dependency(self.pod_identity_agent)
+        return addon
 
     @property
     def eks_cluster(self) -> eks.ICluster:

@@ -151,23 +151,13 @@ class InferenceObservability(Construct):
             "AWS's policy for the EBS CSI driver, maintained with the driver; its create and "
             "delete actions are conditioned on the volume tags the driver sets.",
         )
-        addon = eks.Addon(
-            self,
+        addon = cluster.add_eks_addon(
             "EbsCsi",
-            cluster=cluster.eks_cluster,
             addon_name="aws-ebs-csi-driver",
             addon_version=versions.EBS_CSI_ADDON_VERSION,
-            preserve_on_delete=False,
+            identity=(role, _EBS_CSI_SERVICE_ACCOUNT),
+            scope=self,
         )
-        cfn_addon = addon.node.default_child
-        if not isinstance(cfn_addon, eks.CfnAddon):
-            raise TypeError(f"unexpected default child of eks.Addon: {cfn_addon!r}")
-        cfn_addon.pod_identity_associations = [
-            eks.CfnAddon.PodIdentityAssociationProperty(
-                role_arn=role.role_arn, service_account=_EBS_CSI_SERVICE_ACCOUNT
-            )
-        ]
-        addon.node.add_dependency(cluster.pod_identity_agent)
         return role, addon
 
     def _add_kube_prometheus_stack(

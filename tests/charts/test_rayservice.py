@@ -11,7 +11,6 @@ from eks_inference.charts.common import (
     MODEL_MOUNT_PATH,
     SCRATCH_COMPILED_ARTIFACTS_PATH,
     requires_api_key,
-    rollout_seconds,
 )
 from eks_inference.charts.engine import (
     NEURON_SERVER_DEPLOYMENT,
@@ -19,6 +18,7 @@ from eks_inference.charts.engine import (
     neuron_app_args,
 )
 from eks_inference.charts.rayservice import SERVE_APP_PATH, neuron_app_source
+from eks_inference.load_budget import rollout_seconds
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.versions import RAY_LLM_GPU_IMAGE, RAY_VERSION
 from tests.charts.conftest import CONTEXT, Rendered

@@ -9,9 +9,9 @@ from eks_inference.charts.common import (
     ARTIFACTS_MOUNT_PATH,
     MODEL_MOUNT_PATH,
     SCRATCH_COMPILED_ARTIFACTS_PATH,
-    model_load_seconds,
 )
 from eks_inference.charts.engine import REMOVED_VLLM_FLAGS, vllm_server_args
+from eks_inference.load_budget import model_load_seconds
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.versions import NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
 from tests.charts.conftest import CONTEXT, Rendered
