@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.server
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -110,31 +109,6 @@ def test_an_html_error_page_is_summarised_never_printed(
         # A page with status 200 is no manifest and holds no quota value.
         assert "_manifest.json is not a valid upload manifest" in text
         assert "Service Quotas answered without a quota value" in text
-
-
-@pytest.fixture
-def silent_endpoint() -> Iterator[str]:
-    """A server on 127.0.0.1 that accepts every connection and never sends a byte."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                connection, _ = server.accept()
-            except OSError:
-                return
-            held.append(connection)
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        server.close()
-        for connection in held:
-            connection.close()
 
 
 def test_a_silent_endpoint_fails_every_check_in_bounded_time(

@@ -14,13 +14,11 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -306,31 +304,6 @@ def test_sigterm_stops_like_ctrl_c_and_leaves_no_open_upload(
 
 
 # Item 4: an endpoint that accepts connections and never answers.
-
-
-@pytest.fixture
-def silent_endpoint() -> Iterator[str]:
-    """A server on 127.0.0.1 that accepts every connection and never sends a byte."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                connection, _ = server.accept()
-            except OSError:
-                return
-            held.append(connection)
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        server.close()
-        for connection in held:
-            connection.close()
 
 
 def test_a_silent_endpoint_fails_in_bounded_time_with_one_line(
