@@ -27,7 +27,25 @@ ZONE_PATTERN = r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$"
 ACCOUNT_ID_PATTERN = r"^\d{12}$"
 # A key is at most 1,024 bytes; a prefix leaves room for the file names below it.
 _MAX_PREFIX_BYTES = 512
+# Refused in every key: control characters, and what URLs and paths read specially.
 _UNSAFE_KEY_CHARACTERS = re.compile(r"[\x00-\x1f\x7f?#\\]")
+# Read specially by IAM in a resource ARN and in StringLike/ArnLike condition values
+# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html): '*'
+# and '?' are wildcards and '${...}' is a policy variable. A prefix is granted as the pattern
+# '<prefix>*' (and as the s3:prefix condition), so any of them in a prefix would widen the
+# grant beyond the prefix written; '?' is refused with the unsafe key characters already.
+_IAM_PATTERN_CHARACTERS = re.compile(r"[*${}]")
+# AWS partitions: aws, aws-cn, aws-us-gov, aws-iso, aws-iso-b, ...
+_PARTITION = r"aws(-[a-z]+)*"
+# IAM role ARNs (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html):
+# an optional path of '/'-separated names, then the role name of at most 64 characters. Path
+# segments take the role name's characters, not IAM's wider path alphabet, so that no '*' or
+# '?' can make the ARN a pattern.
+_ROLE_NAME_CHARACTERS = r"[A-Za-z0-9_+=,.@-]"
+IAM_ROLE_ARN_PATTERN = (
+    rf"^arn:{_PARTITION}:iam::\d{{12}}:role/({_ROLE_NAME_CHARACTERS}+/)*"
+    rf"{_ROLE_NAME_CHARACTERS}{{1,64}}$"
+)
 
 
 def bucket_name_problem(name: str) -> str | None:
@@ -53,19 +71,40 @@ def _is_ip_address(name: str) -> bool:
     return True
 
 
+def key_characters_problem(key: str) -> str | None:
+    """What makes ``key`` (a whole key, or one name in it) a key this project refuses, or
+    ``None``: a control character, ``?``, ``#`` or ``\\``, which URLs and paths read
+    specially. Keys below a granted prefix may hold IAM's pattern characters: the grant is
+    read from the prefix, never from the keys under it."""
+    if _UNSAFE_KEY_CHARACTERS.search(key):
+        return "has a control character, '?', '#' or '\\'"
+    return None
+
+
 def key_prefix_problem(prefix: str, *, name: str = "key prefix") -> str | None:
     """What makes ``prefix`` unusable as a key prefix in a bucket, or ``None``.
 
     A prefix is a key, not a URI or a path: no ``s3://``, no leading ``/``, no empty or ``..``
     segment, no control characters or ``?``, ``#`` and ``\\``, and it ends with ``/``: S3
     prefixes are plain string prefixes, so ``models/llama`` would also match
-    ``models/llama-70b/``. The message calls the value ``name`` and suggests the prefix the user
-    most likely meant.
+    ``models/llama-70b/``. Nor ``*``, ``$``, ``{`` or ``}``: IAM grants read a prefix as a
+    pattern, so ``*/`` would grant every prefix of the bucket. This is the one rule every
+    prefix goes through (the specs, the bucket's grants, Mountpoint volumes and the S3 URIs of
+    the CLI), so a prefix accepted anywhere grants exactly itself. The message calls the value
+    ``name`` and suggests the prefix the user most likely meant.
     """
     example = suggested_key_prefix(prefix)
     hint = f", e.g. {example}" if example else ""
-    if _UNSAFE_KEY_CHARACTERS.search(prefix):
-        return f"{name} {prefix!r} has a control character, '?', '#' or '\\'{hint}"
+    characters = key_characters_problem(prefix)
+    if characters is not None:
+        return f"{name} {prefix!r} {characters}{hint}"
+    pattern = _IAM_PATTERN_CHARACTERS.search(prefix)
+    if pattern is not None:
+        return (
+            f"{name} {prefix!r} has {pattern.group()!r}, which IAM reads as a wildcard or "
+            "policy variable, so the grant would reach other prefixes; write the prefix "
+            f"literally{hint or ', e.g. models/llama-3-8b/'}"
+        )
     if len(prefix.encode()) > _MAX_PREFIX_BYTES:
         return f"{name} of {len(prefix.encode())} bytes is longer than {_MAX_PREFIX_BYTES}"
     if prefix.startswith(("s3://", "/")) or not prefix.endswith("/"):
@@ -78,10 +117,12 @@ def key_prefix_problem(prefix: str, *, name: str = "key prefix") -> str | None:
 
 def suggested_key_prefix(value: str) -> str:
     """The key prefix ``value`` most likely meant: the bucket of an ``s3://`` URI dropped,
-    empty, ``.`` and ``..`` segments removed and a trailing ``/`` added (empty if none is left).
+    IAM's pattern characters taken out, empty, ``.`` and ``..`` segments removed and a trailing
+    ``/`` added (empty if none is left).
     """
     key = value.removeprefix("s3://").split("/", 1)[-1] if value.startswith("s3://") else value
-    segments = [s for s in key.split("/") if s not in ("", ".", "..")]
+    literal = _IAM_PATTERN_CHARACTERS.sub("", key)
+    segments = [s for s in literal.split("/") if s not in ("", ".", "..")]
     return "/".join(segments) + "/" if segments else ""
 
 
@@ -94,10 +135,49 @@ CapacityType = Literal["ON_DEMAND", "SPOT", "RESERVED"]
 Capacity Reservations) is Karpenter's, which managed node groups do not take."""
 # An ACM certificate in any partition (arn:aws:, arn:aws-cn:, arn:aws-us-gov:).
 CERTIFICATE_ARN_PATTERN = (
-    r"^arn:aws(-[a-z]+)*:acm:[a-z]{2}(-[a-z]+)+-\d:\d{12}:certificate/[0-9a-f-]{36}$"
+    rf"^arn:{_PARTITION}:acm:[a-z]{{2}}(-[a-z]+)+-\d:\d{{12}}:certificate/[0-9a-f-]{{36}}$"
 )
 CertificateArn = Annotated[str, Field(pattern=CERTIFICATE_ARN_PATTERN)]
 """The ARN of an AWS Certificate Manager certificate."""
+
+
+def iam_role_arn_problem(arn: str, *, name: str = "role ARN") -> str | None:
+    """What makes ``arn`` other than the ARN of one IAM role, or ``None``.
+
+    Only ``arn:<partition>:iam::<12 digits>:role/[<path>/]<name>``: no wildcard, no user, no
+    account root, so a principal given access (the cluster-admin access entry) is exactly one
+    role.
+    """
+    if re.fullmatch(IAM_ROLE_ARN_PATTERN, arn):
+        return None
+    return (
+        f"{name} {arn!r} is not an IAM role ARN; give one role, e.g. "
+        "arn:aws:iam::123456789012:role/PlatformAdmin"
+    )
+
+
+def public_access_cidr_problem(cidr: str, *, name: str = "CIDR") -> str | None:
+    """What makes ``cidr`` unusable as a network allowed to reach a public endpoint, or ``None``.
+
+    It must be an IPv4 network in CIDR notation with the host bits zero (``203.0.113.7/24`` is
+    more likely a typo for a /32 than a /24, so it is refused rather than widened). Not
+    ``0.0.0.0/0``: a cluster API open to the whole internet is what the private default
+    exists to prevent. Operators outside the VPC name the networks they connect from; inside
+    it (or over a VPN or a bastion) the private endpoint needs no CIDR at all.
+    """
+    try:
+        network = ipaddress.IPv4Network(cidr, strict=True)
+    except ValueError as error:
+        return (
+            f"{name} {cidr!r} is not an IPv4 network in CIDR notation ({error}); write it as "
+            "address/prefix-length with the host bits zero, e.g. 203.0.113.0/24"
+        )
+    if network.prefixlen == 0:
+        return (
+            f"{name} {cidr!r} opens the endpoint to the whole internet; name the networks "
+            "that need it, e.g. 203.0.113.0/24, or leave it out and use the private endpoint"
+        )
+    return None
 
 
 def _valid_bucket_name(name: str) -> str:

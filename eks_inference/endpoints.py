@@ -106,16 +106,19 @@ class Endpoint(BaseModel):
       ALB gets addresses in the private subnets and answers only inside the VPC (and networks
       routed to it).
     * ``authentication: api_key``: model servers require ``Authorization: Bearer <key>`` on
-      every ``/v1`` route; the key is generated in AWS Secrets Manager by the stack.
+      every route but their health check; the key is generated in AWS Secrets Manager by the
+      stack. The load balancer forwards only the OpenAI API (``/v1``) to them at all.
     * ``routing: path``: deployments share one host name and are told apart by a path prefix,
       which the load balancer strips before the request reaches the server; this works
       without DNS (the ALB's own name). ``routing: host`` gives each deployment its own name
       under ``host`` (a wildcard DNS record and certificate).
     * ``certificate_arn``: with it the ALB listens on HTTPS 443 only (TLS 1.2 and 1.3);
-      without it on HTTP 80, which only an internal load balancer may do.
-    * ``source_cidrs``: the networks allowed to connect; empty means the controller's
-      default (any address that can route to the load balancer), which only an internal
-      load balancer may use.
+      without it on HTTP 80, which only an internal load balancer may do, and the API key
+      then crosses the VPC in clear text (``eks-inference plan`` warns).
+    * ``source_cidrs``: the networks allowed to connect; empty means the cluster VPC's own
+      network (the VPC the stack creates, :data:`~eks_inference.names.VPC_CIDR`, or the one
+      you bring), which only an internal load balancer may use. Clients in peered or
+      on-premises networks must be listed.
 
     An internet-facing endpoint must have a certificate, API keys and explicit source
     networks: each missing one fails validation under its own field.
@@ -137,11 +140,12 @@ class Endpoint(BaseModel):
         default=(),
         max_length=50,
         description="Client networks allowed to connect; required when internet-facing "
-        "(0.0.0.0/0 accepts any).",
+        "(0.0.0.0/0 accepts any); default for an internal endpoint: the VPC's network.",
     )
     authentication: Authentication = Field(
         default="api_key",
-        description="api_key: servers require Authorization: Bearer <key>; none: internal only.",
+        description="api_key: servers require Authorization: Bearer <key> on every route but "
+        "their health check; none: internal only.",
     )
 
     @property

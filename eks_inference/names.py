@@ -11,11 +11,16 @@ NODE_POOL_LABEL = "eks-inference.io/node-pool"
 NEURON_SCHEDULER_NAME = "neuron-scheduler"
 # Namespace the model servers run in.
 INFERENCE_NAMESPACE = "inference"
+# Address range of the VPC the cluster creates. The VPC CNI gives pods addresses in it, and the
+# load balancer reaches them (target type ip) from its own addresses in it.
+VPC_CIDR = "10.0.0.0/16"
 # Service account of the Mountpoint for S3 CSI driver (EKS add-on), given S3 read by Pod Identity.
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 MOUNTPOINT_NAMESPACE = "kube-system"
 # The custom resource our Ray Serve deployments are; KubeRay's operator chart installs its CRD.
 RAYSERVICE_CRD = "rayservices.ray.io"
+# Where the KubeRay operator runs; it calls every Ray head's dashboard from there.
+KUBERAY_NAMESPACE = "kuberay-system"
 # Extended resources the device plugins advertise.
 NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
@@ -40,6 +45,8 @@ NEURON_SERVER_DEPLOYMENT = "NeuronLLMServer"
 # label the Grafana sidecar loads dashboard ConfigMaps by, from every namespace.
 MONITORING_NAMESPACE = "monitoring"
 KUBE_PROMETHEUS_STACK_NAME = "kube-prometheus-stack"
+# The chart's Prometheus resource, its Service and its pods' `app.kubernetes.io/instance`.
+PROMETHEUS_NAME = f"{KUBE_PROMETHEUS_STACK_NAME}-prometheus"
 PROMETHEUS_PORT = 9090
 GRAFANA_DASHBOARD_LABEL = "grafana_dashboard"
 KEDA_NAMESPACE = "keda"
@@ -65,6 +72,16 @@ def service_account_name(deployment_name: str) -> str:
     return f"{deployment_name}-{SERVER_IDENTITY}"
 
 
+def ray_serve_service_name(deployment_name: str) -> str:
+    """The Service KubeRay creates for a RayService's Serve proxies: ``<name>-serve-svc``."""
+    return f"{deployment_name}-serve-svc"
+
+
+def ray_head_service_name(deployment_name: str) -> str:
+    """The Service KubeRay creates for a RayService's head: ``<name>-head-svc``."""
+    return f"{deployment_name}-head-svc"
+
+
 def compile_service_account_name(deployment_name: str) -> str:
     """Service account of a deployment's Neuron compile job, the only writer of its artifacts."""
     return f"{deployment_name}-{COMPILE_IDENTITY}"
@@ -72,10 +89,7 @@ def compile_service_account_name(deployment_name: str) -> str:
 
 def prometheus_url() -> str:
     """In-cluster URL of the Prometheus that kube-prometheus-stack runs (KEDA queries it)."""
-    return (
-        f"http://{KUBE_PROMETHEUS_STACK_NAME}-prometheus.{MONITORING_NAMESPACE}.svc:"
-        f"{PROMETHEUS_PORT}"
-    )
+    return f"http://{PROMETHEUS_NAME}.{MONITORING_NAMESPACE}.svc:{PROMETHEUS_PORT}"
 
 
 def karpenter_node_role_name(cluster_name: str) -> str:

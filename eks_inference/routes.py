@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from eks_inference import sizing
 from eks_inference.endpoints import Endpoint, Scheme
+from eks_inference.names import VPC_CIDR, ray_head_service_name, ray_serve_service_name
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.validation import Problems
 
@@ -37,7 +38,8 @@ MAX_IDLE_TIMEOUT_S = 4000
 # sequence is given twice the time the bound implies.
 IDLE_TIMEOUT_MARGIN = 2
 # An ALB has at most 100 listener rules and 100 target groups by default (quotas that can be
-# raised); each exposed deployment takes one of each.
+# raised); each exposed deployment takes one of each: one rule for its API path, since every
+# other path falls through to the listener's default fixed 404 and needs no rule of its own.
 MAX_ROUTES_PER_LOAD_BALANCER = 100
 # IngressGroup names: lowercase alphanumerics, '-' or '.', at most 63 characters.
 _MAX_GROUP_LENGTH = 63
@@ -48,9 +50,15 @@ class Route:
     """One exposed deployment's place on the platform's load balancer.
 
     ``load_balancer`` is the IngressGroup every exposed deployment's Ingress joins; ``host``
-    (or ``None``: any host) and ``path`` (or ``None``: every path, with host routing) select
-    the deployment's requests. ``idle_timeout_seconds`` is the load balancer's, the same on
-    every route. ``api_key`` says whether the model servers require the platform's key.
+    (or ``None``: any host) and ``path`` (or ``None``: the root, with host routing) select
+    the deployment's requests; only its ``/v1`` paths below them reach the server, by one
+    listener rule. The clients' networks are ``source_cidrs``, the endpoint's; when it
+    lists none (an internal endpoint) the Ingress accepts the cluster's VPC only, whose range
+    the charts' render context carries
+    (:attr:`~eks_inference.charts.common.RenderContext.vpc_cidr`), so that an internal load
+    balancer is never open to every address that can route to it. ``idle_timeout_seconds``
+    is the load balancer's, the same on every route. ``api_key`` says whether the model
+    servers require the platform's key.
     """
 
     deployment: str
@@ -162,6 +170,27 @@ def resolve_routes(
     }
 
 
+def key_in_clear_warnings(routes: Mapping[str, Route]) -> tuple[str, ...]:
+    """Warnings for ``eks-inference plan``: the API key would cross the VPC in clear text.
+
+    An internal endpoint without a certificate listens on HTTP only, so every client sends
+    ``Authorization: Bearer <key>`` unencrypted across the networks the load balancer
+    accepts. Validation allows it (an internal load balancer is not on the internet), the
+    plan says it. Without ``source_cidrs`` those are the VPC's network: the plan names the
+    range of the VPC the stack creates (:data:`~eks_inference.names.VPC_CIDR`), the one a
+    platform file's stack is built in.
+    """
+    clear = [route for route in routes.values() if route.api_key and route.protocol == "http"]
+    if not clear:
+        return ()
+    networks = ", ".join(clear[0].source_cidrs or (VPC_CIDR,))
+    return (
+        f"the load balancer listens on HTTP, so the API key of {len(clear)} deployment(s) "
+        f"travels in clear text across the networks it accepts ({networks}); set "
+        "endpoint.certificate_arn to an ACM certificate to listen on HTTPS only",
+    )
+
+
 def _hosts_overlap(a: str | None, b: str | None) -> bool:
     # A rule without a host condition matches every host.
     return a is None or b is None or a == b
@@ -174,6 +203,44 @@ def _paths_overlap(a: str | None, b: str | None) -> bool:
     return a == b or a.startswith(f"{b}/") or b.startswith(f"{a}/")
 
 
+def services(spec: ModelDeploymentSpec) -> tuple[str, ...]:
+    """The Services in the inference namespace that exist because of ``spec``.
+
+    Standalone vLLM's chart creates ``<name>``; for a RayService KubeRay creates
+    ``<name>-head-svc`` and ``<name>-serve-svc`` itself. Ingress backends and their rewrite
+    transforms (``transforms.<service>``) name these Services.
+    """
+    if spec.engine == "vllm":
+        return (spec.name,)
+    return (ray_head_service_name(spec.name), ray_serve_service_name(spec.name))
+
+
+def check_names(deployments: Sequence[ModelDeploymentSpec], problems: Problems) -> None:
+    """No two deployments' Services share a name, whether the charts or KubeRay create them.
+
+    A vLLM deployment named ``x-serve-svc`` and a RayService named ``x`` would both own the
+    Service ``x-serve-svc``: one would overwrite the other, and both Ingresses would send
+    requests to whichever model it selects. The later deployment's ``name`` fails, naming
+    the earlier one.
+    """
+    owners: dict[str, int] = {}
+    for i, spec in enumerate(deployments):
+        for service in services(spec):
+            earlier = owners.get(service)
+            # A name used twice is reported by the platform's own rule on unique names.
+            if earlier is not None and deployments[earlier].name != spec.name:
+                other = deployments[earlier]
+                problems.add(
+                    ("deployments", i, "name"),
+                    f"deployment {spec.name!r} ({spec.engine}) needs the Service {service!r}, "
+                    f"which deployment {other.name!r} (deployments.{earlier}.name, "
+                    f"{other.engine}) also needs: rename one of them",
+                    spec.name,
+                )
+                break
+            owners.setdefault(service, i)
+
+
 def check_routes(
     cluster_name: str,
     endpoint: Endpoint | None,
@@ -182,14 +249,17 @@ def check_routes(
 ) -> None:
     """Rules that span the exposed deployments of a platform, reported under its field paths.
 
+    * no two deployments need a Service of the same name (:func:`check_names`);
     * a deployment's own ``endpoint.path``/``host`` needs a platform endpoint, and a path
       needs path routing;
     * no two routes overlap: a request must have exactly one deployment to go to, so equal
       paths (on overlapping hosts), a path that is a prefix of another, or equal hosts fail
       under the later deployment's field, naming the earlier one;
-    * at most :data:`MAX_ROUTES_PER_LOAD_BALANCER` exposed deployments;
+    * at most :data:`MAX_ROUTES_PER_LOAD_BALANCER` exposed deployments (one listener rule
+      and one target group each);
     * each deployment's idle timeout fits the ALB's maximum.
     """
+    check_names(deployments, problems)
     for i, spec in enumerate(deployments):
         given = spec.endpoint.model_fields_set & {"path", "host"}
         if endpoint is None and given:
@@ -245,6 +315,6 @@ def check_routes(
         problems.add(
             ("endpoint",),
             f"{len(routes)} deployments are exposed, but an ALB holds at most "
-            f"{MAX_ROUTES_PER_LOAD_BALANCER} listener rules and target groups; set "
-            "endpoint.expose: false on some deployments",
+            f"{MAX_ROUTES_PER_LOAD_BALANCER} listener rules and target groups, one of each per "
+            "deployment; set endpoint.expose: false on some deployments",
         )

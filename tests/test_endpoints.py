@@ -21,6 +21,7 @@ from eks_inference.routes import (
     api_key_secret_name,
     idle_timeout_seconds,
     load_balancer_group,
+    services,
 )
 from eks_inference.spec import ModelDeploymentSpec
 
@@ -226,15 +227,80 @@ def test_a_bad_path_fails_naming_the_field() -> None:
     assert "deployments.0.endpoint.path" in errors_of(data)
 
 
-def test_a_load_balancer_holds_at_most_100_routes() -> None:
+def _many(count: int) -> dict[str, Any]:
     data = reference()
     data["node_pools"][2]["max_size"] = 1000
     template = data["deployments"][1]
     data["deployments"] = [
         {**template, "name": f"m{i}", "scaling": {"min_replicas": 1, "max_replicas": 1}}
-        for i in range(MAX_ROUTES_PER_LOAD_BALANCER + 1)
+        for i in range(count)
     ]
-    assert "101 deployments are exposed" in errors_of(data)["endpoint"]
+    return data
+
+
+def test_a_load_balancer_holds_100_routes_one_rule_each() -> None:
+    # One listener rule per deployment (its API path): the ALB's 100 rules hold 100 of them.
+    assert MAX_ROUTES_PER_LOAD_BALANCER == 100
+    assert len(PlatformSpec.model_validate(_many(100)).routes()) == 100
+    errors = errors_of(_many(101))
+    assert "101 deployments are exposed" in errors["endpoint"]
+    assert "100 listener rules and target groups, one of each per deployment" in errors["endpoint"]
+    assert "\n" not in errors["endpoint"]
+
+
+# -- the networks an internal load balancer accepts -------------------------------------------
+
+
+def test_routes_carry_only_the_networks_the_endpoint_lists() -> None:
+    """Without ``source_cidrs`` a route lists none: the Ingress then accepts the cluster's VPC,
+    whose range only the render context knows (a VPC of the user's own may be any range)."""
+    routes = PlatformSpec.model_validate(with_endpoint()).routes()
+    assert {r.source_cidrs for r in routes.values()} == {()}
+    given = with_endpoint(source_cidrs=["10.0.0.0/16", "192.168.0.0/16"])
+    routes = PlatformSpec.model_validate(given).routes()
+    assert {r.source_cidrs for r in routes.values()} == {("10.0.0.0/16", "192.168.0.0/16")}
+
+
+# -- names the deployments' objects share ----------------------------------------------------
+
+
+def test_a_vllm_deployment_named_after_a_rayservices_serve_service_is_rejected() -> None:
+    """``x`` (RayService) and ``x-serve-svc`` (vLLM) would both own the Service
+    ``x-serve-svc``, and both Ingresses would send requests to it."""
+    data = reference()
+    ray, vllm = data["deployments"][0], data["deployments"][1]
+    assert (ray["engine"], vllm["engine"]) == ("rayservice", "vllm")
+    vllm["name"] = f"{ray['name']}-serve-svc"
+    errors = errors_of(data)
+    assert set(errors) == {"deployments.1.name"}
+    assert "Service 'llama3-8b-inf2-serve-svc'" in errors["deployments.1.name"]
+    assert "deployments.0.name" in errors["deployments.1.name"]
+    assert "\n" not in errors["deployments.1.name"]
+
+
+def test_the_rule_holds_in_either_order_and_for_the_head_service() -> None:
+    data = reference()
+    # The vLLM deployment comes first here, the RayService whose head Service it takes later.
+    data["deployments"][1]["name"] = "x-head-svc"
+    data["deployments"][2]["name"] = "x"
+    assert data["deployments"][2]["engine"] == "rayservice"
+    errors = errors_of(data)
+    assert set(errors) == {"deployments.2.name"}
+    assert "deployments.1.name" in errors["deployments.2.name"]
+
+
+def test_the_rule_applies_without_a_load_balancer_too() -> None:
+    data = reference()
+    del data["endpoint"]
+    data["deployments"][1]["name"] = f"{data['deployments'][0]['name']}-serve-svc"
+    assert set(errors_of(data)) == {"deployments.1.name"}
+
+
+def test_services_name_what_charts_and_kuberay_create() -> None:
+    platform = PlatformSpec.from_yaml(REFERENCE)
+    ray, vllm, _ = platform.deployments
+    assert services(vllm) == (vllm.name,)
+    assert services(ray) == (f"{ray.name}-head-svc", f"{ray.name}-serve-svc")
 
 
 # -- the idle timeout ------------------------------------------------------------------------

@@ -26,7 +26,6 @@ from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
 from tests.charts.helpers import (
-    RAYSERVICE_CRD,
     is_custom_resource,
     of_kind,
     rayservice_schema_errors,
@@ -156,8 +155,7 @@ def assert_schema_valid(objects: list[dict[str, Any]]) -> None:
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     for service in of_kind(objects, "RayService"):
         ServeDeploySchema.model_validate(serve_config(service))
-        if RAYSERVICE_CRD.exists():
-            assert not rayservice_schema_errors(service)
+        assert not rayservice_schema_errors(service)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,6 +12,7 @@ object, and every image from :mod:`eks_inference.versions` or the :class:`Render
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeVar
 
 import cdk8s
 
@@ -39,6 +40,8 @@ from eks_inference.charts.mountpoint import (
     deployment_volume,
 )
 from eks_inference.charts.namespace import NamespaceChart
+from eks_inference.charts.network_policy import ROLE as NETWORK_POLICY_ROLE
+from eks_inference.charts.network_policy import NetworkPolicyChart
 from eks_inference.charts.rayservice import COMPONENT as RAY_COMPONENT
 from eks_inference.charts.rayservice import RayServiceChart
 from eks_inference.charts.vllm import COMPONENT as VLLM_COMPONENT
@@ -52,6 +55,7 @@ from eks_inference.spec import ModelDeploymentSpec
 # serving pod first looked for them: a one-minute metadata TTL lets a waiting pod see them,
 # where the indefinite TTL of weights would cache "not found" for the life of the mount.
 _ARTIFACTS_METADATA_TTL = "60"
+_Chart = TypeVar("_Chart", bound=DeploymentChart)
 
 
 def deployment_charts(
@@ -61,23 +65,27 @@ def deployment_charts(
     context: RenderContext,
     route: Route | None = None,
 ) -> list[DeploymentChart]:
-    """Every chart of one deployment, in apply order: volumes first, then the model server.
+    """Every chart of one deployment, in apply order: policies, volumes, then the model server.
 
+    - ``<name>-network-policy``: the NetworkPolicies allowing the deployment's flows
+      (:class:`NetworkPolicyChart`) in the namespace that denies all others.
     - ``<name>-model-weights``: the Mountpoint volume of the weights prefix, unless standalone
       vLLM streams the weights from S3 (``loader: runai_streamer``).
     - ``<name>-neuron-artifacts``: on Inferentia2 with a compiled-artifacts prefix, the
       Mountpoint volume of exactly the deployment's artifact key.
     - ``<name>-vllm`` or ``<name>-rayservice``: the model server, depending on the engine.
 
-    The server chart depends on the volume charts (``add_dependency``), so an app that
-    synthesizes them together orders them correctly; the namespace
-    (:class:`NamespaceChart`) is shared by all deployments and must be applied before any.
+    The server chart depends on the policy and volume charts (``add_dependency``), so an app
+    that synthesizes them together orders them correctly and its pods start with their flows
+    allowed; the namespace (:class:`NamespaceChart`) is shared by all deployments and must be
+    applied before any.
     Ray pods run as uid 1000, so their volumes are mounted with that owner. With a ``route``
     the server is configured for the load balancer (keep-alive, the API key when the route
     requires it); :func:`endpoint_charts` renders its Ingress.
     """
     ray = spec.engine == "rayservice"
     cache_gib = cache_size_gib(weights_gib(spec))
+    policies = NetworkPolicyChart(app, spec, context)
 
     def volume_chart(
         role: str, prefix: str, metadata_ttl: str, version: str | None = None
@@ -119,9 +127,8 @@ def deployment_charts(
     server = server_chart(
         app, spec, placement, context, weights=weights, artifacts=artifacts, route=route
     )
-    if volumes:
-        server.add_dependency(*volumes)
-    return [*volumes, server]
+    server.add_dependency(policies, *volumes)
+    return [policies, *volumes, server]
 
 
 def compile_job_charts(
@@ -137,7 +144,8 @@ def compile_job_charts(
     deployment's own serving settings and publishes the artifacts at its key. It mounts the
     deployment's weights and artifacts volumes, so :func:`deployment_charts` must have
     rendered them into ``app`` first; the chart depends on them. GPU deployments and those
-    compiling at start-up without a prefix get an empty list.
+    compiling at start-up without a prefix get an empty list. The job's pods are the
+    deployment's, so the job also depends on the deployment's NetworkPolicies.
 
     The manifest writer always renders the job (next to the deployment's other manifests);
     the CDK side applies it when ``spec.neuron_options.run_compile_job`` is set::
@@ -150,7 +158,8 @@ def compile_job_charts(
     if not spec.has_compiled_artifacts:
         return []
     volumes = {
-        role: _rendered_volume_chart(app, spec, role) for role in (WEIGHTS_ROLE, ARTIFACTS_ROLE)
+        role: _rendered_chart(app, spec, role, MountpointVolumeChart, "compile job")
+        for role in (WEIGHTS_ROLE, ARTIFACTS_ROLE)
     }
     chart = CompileJobChart(
         app,
@@ -160,22 +169,24 @@ def compile_job_charts(
         weights=volumes[WEIGHTS_ROLE].volume,
         artifacts=volumes[ARTIFACTS_ROLE].volume,
     )
-    chart.add_dependency(*volumes.values())
+    policies = _rendered_chart(app, spec, NETWORK_POLICY_ROLE, NetworkPolicyChart, "compile job")
+    chart.add_dependency(policies, *volumes.values())
     return [chart]
 
 
-def _rendered_volume_chart(
-    app: cdk8s.App, spec: ModelDeploymentSpec, role: str
-) -> MountpointVolumeChart:
-    """The volume chart ``role`` that :func:`deployment_charts` rendered for ``spec`` in ``app``.
+def _rendered_chart(
+    app: cdk8s.App, spec: ModelDeploymentSpec, role: str, kind: type[_Chart], user: str
+) -> _Chart:
+    """The chart ``role`` that :func:`deployment_charts` rendered for ``spec`` in ``app``.
 
     Looked up by its :func:`chart_id`, so the compile job mounts the very claims serving
-    mounts, named by their objects.
+    mounts, named by their objects, and runs under the very policies, and the Ingress is
+    rendered with the very context. ``user`` names the chart that needs it, for the error.
     """
     chart = app.node.try_find_child(chart_id(spec.name, role))
-    if not isinstance(chart, MountpointVolumeChart):
+    if not isinstance(chart, kind):
         raise ValueError(
-            f"deployment {spec.name!r}: the compile job mounts the {role} volume of the "
+            f"deployment {spec.name!r}: the {user} needs the {role} chart of the "
             "deployment; render deployment_charts(app, spec, ...) into the same app first"
         )
     return chart
@@ -207,13 +218,17 @@ def endpoint_charts(
 ) -> list[DeploymentChart]:
     """The deployment's Ingress on the platform's load balancer, or nothing if not exposed.
 
-    ``<name>-endpoint`` (:class:`EndpointChart`), after the model server it routes to when
-    :func:`deployment_charts` rendered that into ``app`` (the server must be configured for
-    the route, so render both with the same one).
+    ``<name>-endpoint`` (:class:`EndpointChart`), after the model server it routes to. The
+    server must be configured for the route, so :func:`deployment_charts` must have rendered
+    the deployment into ``app`` first, with the same one; the Ingress takes that rendering's
+    :class:`RenderContext` from the deployment's NetworkPolicies, so one ``vpc_cidr`` is both
+    the network the policies admit the load balancer from and, without ``source_cidrs``, the
+    network the load balancer admits clients from.
     """
     if route is None:
         return []
-    chart = EndpointChart(app, spec, route)
+    policies = _rendered_chart(app, spec, NETWORK_POLICY_ROLE, NetworkPolicyChart, "Ingress")
+    chart = EndpointChart(app, spec, route, policies.context)
     for role in (VLLM_COMPONENT, RAY_COMPONENT):
         server = app.node.try_find_child(chart_id(spec.name, role))
         if isinstance(server, DeploymentChart):
@@ -238,6 +253,7 @@ __all__ = [
     "MountpointVolume",
     "MountpointVolumeChart",
     "NamespaceChart",
+    "NetworkPolicyChart",
     "ObjectsChart",
     "PlatformNeeds",
     "RayServiceChart",

@@ -23,22 +23,24 @@ from constructs import Construct
 
 from eks_inference import artifacts
 from eks_inference.charts.contract import PlatformNeeds, SecretNeed
-from eks_inference.names import API_KEY_SECRET, API_KEY_SECRET_KEY, INFERENCE_NAMESPACE
+from eks_inference.names import API_KEY_SECRET, API_KEY_SECRET_KEY, INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.names import COMPONENT_LABEL as COMPONENT_LABEL
 from eks_inference.names import INSTANCE_LABEL as INSTANCE_LABEL
 from eks_inference.routes import Route
+from eks_inference.serve.api_key_auth import API_KEY_ENV as API_KEY_ENV
+from eks_inference.serve.api_key_auth import HEALTH_PATH as HEALTH_PATH
 from eks_inference.spec import ModelDeploymentSpec
 
 # The OpenAI-compatible port of vLLM and of Ray Serve's HTTP proxy alike, so a client's URL
 # differs between engines only in the Service name.
 OPENAI_PORT = 8000
-HEALTH_PATH = "/health"
 
-# The environment variable holding the platform's API key in model-server containers, from the
-# Secret the platform syncs (API_KEY_SECRET_NEED). vLLM reads it itself (it is the variable
-# behind `--api-key`) and the Serve applications are told its name, so the key never appears
-# in a manifest, a Serve config or the Ray dashboard.
-API_KEY_ENV = "VLLM_API_KEY"
+# API_KEY_ENV holds the platform's API key in model-server containers, from the Secret the
+# platform syncs (API_KEY_SECRET_NEED); it and HEALTH_PATH, the one path the key check leaves
+# open, are defined by the check itself (eks_inference/serve/api_key_auth.py), which runs in
+# the pods. vLLM reads the variable itself and the Serve applications are told its name, so
+# the key never appears in a manifest, a process's arguments, a Serve config or the Ray
+# dashboard.
 API_KEY_SECRET_NEED = SecretNeed(
     name=API_KEY_SECRET, namespace=INFERENCE_NAMESPACE, key=API_KEY_SECRET_KEY
 )
@@ -95,13 +97,16 @@ class RenderContext:
 
     ``bucket_name`` is the model bucket, ``region`` its region (written into Mountpoint mount
     options and the Run:ai streamer's environment, so pods need no instance metadata to find
-    it) and ``neuron_ray_image`` the Ray + Neuron image the CDK app builds, with its tag. The
-    CDK constructs pass tokens here; the manifest writer passes plain strings.
+    it) and ``neuron_ray_image`` the Ray + Neuron image the CDK app builds, with its tag.
+    ``vpc_cidr`` is the cluster's VPC, whose addresses the load balancer reaches the serving
+    port from (default: the VPC :class:`~eks_inference.constructs.cluster.InferenceCluster`
+    creates). The CDK constructs pass tokens here; the manifest writer passes plain strings.
     """
 
     bucket_name: str
     region: str
     neuron_ray_image: str
+    vpc_cidr: str = VPC_CIDR
 
 
 def chart_id(deployment_name: str, role: str) -> str:

@@ -9,10 +9,18 @@ terms and are rendered identically on every Ingress of the group from the one
 :class:`~eks_inference.endpoints.Endpoint`; route collisions are rejected when the platform is
 validated (:func:`eks_inference.routes.check_routes`).
 
-**Routing.** With path routing a deployment's rule matches ``/<name>`` and everything below,
-and a URL-rewrite transform strips the prefix, so the server sees ``/v1/...`` as it expects
-and a client's base URL is ``http(s)://<load balancer>/<name>/v1``. With host routing the rule
-matches the deployment's host and every path, with no rewrite.
+**Routing: the OpenAI API and nothing else.** A deployment's Ingress has one path, its OpenAI
+API, ``/v1`` and below, so each deployment takes one listener rule. With path routing that
+is ``/<name>/v1`` and below, and a URL-rewrite transform strips the prefix, so the server sees
+``/v1/...`` as it expects and a client's base URL is ``http(s)://<load balancer>/<name>/v1``;
+with host routing it is ``/v1`` and below on the deployment's host, with no rewrite. Every
+other request, under a deployment's prefix or on its host or anywhere else, matches no rule
+and gets the listener's default action: the controller makes that a fixed 404 when no Ingress
+of the group sets a default backend, and none does (no ``defaultBackend``, no rule for ``/``
+without a host). The servers' other routes (vLLM's ``/invocations``, ``/tokenize``,
+``/docs``, ``/metrics``, Serve's ``/-/routes`` and so on) are therefore never reached through
+the load balancer, whatever they check themselves; the API-key check of every engine
+(``eks_inference/serve/api_key_auth.py``) covers the ``/v1`` paths that are.
 
 **Targets and health.** Pods are registered by IP (``target-type: ip``, so the ClusterIP
 Services need no node ports) and health-checked on the server's real readiness route, so a
@@ -31,8 +39,13 @@ draining target's requests exactly as long as the pod may live. Requests go to t
 the fewest outstanding requests: generations differ in length by orders of magnitude, so
 round robin would pile requests onto replicas busy with long ones.
 
-**Listener.** HTTPS on 443 with the TLS 1.3/1.2 policy when the endpoint has a certificate,
-otherwise HTTP on 80 (internal only). The idle timeout is the route's (see
+**Listener.** HTTPS on 443 only, with the TLS 1.3/1.2 policy, when the endpoint has a
+certificate; otherwise HTTP on 80, which only an internal load balancer may do. Clients may
+connect from the endpoint's ``source_cidrs`` (:attr:`~eks_inference.routes.Route.source_cidrs`)
+or, when it lists none, from the cluster's VPC only: the render context's
+:attr:`~eks_inference.charts.common.RenderContext.vpc_cidr`, the very range the deployment's
+NetworkPolicies admit the load balancer from, so a cluster in a VPC of its own accepts its own
+VPC's clients and not those of the default range. The idle timeout is the route's (see
 :mod:`eks_inference.routes`); invalid header fields are dropped.
 
 **API key.** :class:`ApiKeyChart` is the platform's one copy of the API key in Kubernetes: an
@@ -61,6 +74,7 @@ from eks_inference.charts.common import (
     PART_OF,
     DeploymentChart,
     ObjectsChart,
+    RenderContext,
     api_object,
     metadata,
     object_labels,
@@ -84,6 +98,8 @@ UNHEALTHY_THRESHOLD = 2
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 HTTPS_PORT = 443
 HTTP_PORT = 80
+# The one path a client reaches a server on: the OpenAI API, /v1 and below.
+OPENAI_API_PATH = "/v1"
 
 # The External Secrets Operator's API and the custom resources the API-key chart creates.
 EXTERNAL_SECRETS_API_VERSION = "external-secrets.io/v1"
@@ -123,11 +139,14 @@ def _alb(annotations: dict[str, str]) -> dict[str, str]:
     return {f"{ALB_ANNOTATION_PREFIX}{key}": value for key, value in annotations.items()}
 
 
-def load_balancer_annotations(route: Route) -> dict[str, str]:
+def load_balancer_annotations(route: Route, vpc_cidr: str) -> dict[str, str]:
     """The annotations that configure the load balancer itself, equal on every route of it.
 
     The controller requires these "exclusive" settings to agree across an IngressGroup, so
-    they are computed from the route's load-balancer fields only.
+    they are computed from the route's load-balancer fields and the cluster's VPC range
+    ``vpc_cidr`` (the client networks when the endpoint lists none) only. ``vpc_cidr`` may be
+    a CDK token (a VPC passed to the stack): the annotation is then that token, which CDK
+    resolves in the manifest.
     """
     listener = {"HTTPS": HTTPS_PORT} if route.certificate_arn is not None else {"HTTP": HTTP_PORT}
     annotations = {
@@ -144,8 +163,7 @@ def load_balancer_annotations(route: Route) -> dict[str, str]:
     if route.certificate_arn is not None:
         annotations["certificate-arn"] = route.certificate_arn
         annotations["ssl-policy"] = TLS_POLICY
-    if route.source_cidrs:
-        annotations["inbound-cidrs"] = ",".join(route.source_cidrs)
+    annotations["inbound-cidrs"] = ",".join(route.source_cidrs or (vpc_cidr,))
     return _alb(annotations)
 
 
@@ -184,12 +202,16 @@ def strip_prefix_transform(path: str) -> list[dict[str, Any]]:
     ]
 
 
-def ingress(spec: ModelDeploymentSpec, route: Route) -> dict[str, Any]:
-    """The Ingress of ``spec`` on ``route``'s load balancer."""
+def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str, Any]:
+    """The Ingress of ``spec`` on ``route``'s load balancer: one path, the deployment's API.
+
+    ``vpc_cidr`` is the cluster's VPC (:attr:`~eks_inference.charts.common.RenderContext.vpc_cidr`),
+    whose clients an endpoint without ``source_cidrs`` accepts.
+    """
     if route.deployment != spec.name:
         raise ValueError(f"route of deployment {route.deployment!r} given for {spec.name!r}")
     target = backend(spec)
-    annotations = {**load_balancer_annotations(route), **target_annotations(target)}
+    annotations = {**load_balancer_annotations(route, vpc_cidr), **target_annotations(target)}
     if route.path is not None:
         annotations[f"{ALB_ANNOTATION_PREFIX}transforms.{target.service}"] = json.dumps(
             strip_prefix_transform(route.path), separators=(",", ":")
@@ -198,7 +220,7 @@ def ingress(spec: ModelDeploymentSpec, route: Route) -> dict[str, Any]:
         "http": {
             "paths": [
                 {
-                    "path": route.path or "/",
+                    "path": f"{route.path or ''}{OPENAI_API_PATH}",
                     "pathType": "Prefix",
                     "backend": {
                         "service": {"name": target.service, "port": {"number": OPENAI_PORT}}
@@ -222,15 +244,19 @@ class EndpointChart(DeploymentChart):
 
     :attr:`needs` names the ``alb`` IngressClass: the AWS Load Balancer Controller must run
     before the Ingress is applied (its webhook validates it) and after it is deleted (it
-    deletes the load balancer and removes the Ingress's finalizer).
+    deletes the load balancer and removes the Ingress's finalizer). ``context`` is the
+    deployment's render context, whose ``vpc_cidr`` an internal endpoint without
+    ``source_cidrs`` accepts clients from.
     """
 
-    def __init__(self, scope: Construct, spec: ModelDeploymentSpec, route: Route) -> None:
+    def __init__(
+        self, scope: Construct, spec: ModelDeploymentSpec, route: Route, context: RenderContext
+    ) -> None:
         super().__init__(
             scope,
             spec,
             ENDPOINT_ROLE,
-            [ingress(spec, route)],
+            [ingress(spec, route, context.vpc_cidr)],
             PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,), ingress_classes=(ALB_INGRESS_CLASS,)),
         )
 

@@ -10,7 +10,7 @@ pinned components emit.
 
 Everything here is applied in the ``inference`` namespace, beside the pods: the Prometheus of
 kube-prometheus-stack selects PodMonitors and PrometheusRules in every namespace, and its
-Grafana sidecar loads dashboard ConfigMaps from every namespace by their label.
+Grafana sidecar loads dashboard ConfigMaps, by their label, from this namespace and its own.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from constructs import Construct
 
 from eks_inference.charts.common import PART_OF, ObjectsChart, api_object, metadata
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.network_policy import namespace_default_deny
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.versions import KUBERNETES_VERSION
 
@@ -16,6 +17,8 @@ class NamespaceChart(ObjectsChart):
     Pod Security Admission enforces the ``baseline`` profile, pinned to the cluster's
     Kubernetes version: model servers need no host access or privileges, so a pod asking for
     them is refused. ``restricted`` is not possible: the vLLM and Neuron images run as root.
+    Its NetworkPolicy ``default-deny`` isolates every pod in it; each deployment's policies
+    allow its own flows (:mod:`eks_inference.charts.network_policy`).
     """
 
     def __init__(self, scope: Construct, id: str = "inference-namespace") -> None:
@@ -28,4 +31,6 @@ class NamespaceChart(ObjectsChart):
         namespace = api_object(
             "v1", "Namespace", metadata(INFERENCE_NAMESPACE, labels, namespace=None), {"spec": {}}
         )
-        super().__init__(scope, id, "namespace", [namespace], PlatformNeeds())
+        super().__init__(
+            scope, id, "namespace", [namespace, namespace_default_deny()], PlatformNeeds()
+        )

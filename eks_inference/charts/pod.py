@@ -29,33 +29,58 @@ from eks_inference.spec import ModelDeploymentSpec
 Json = dict[str, Any]
 """A Kubernetes object or part of one, as the API's JSON."""
 
-# The images of vLLM, of the Neuron DLC and of the AWS CLI run as root: their Python
-# environments are installed for root and they define no other user, so the kubelet would
-# refuse `runAsNonRoot`. Nothing else is allowed: no privileges, no escalation, and a
-# read-only root filesystem with emptyDirs wherever the process writes.
-ROOT_IMAGE_SECURITY: Json = {
+# The confinement every container of the platform gets, whichever user it runs as: every
+# Linux capability dropped, no privilege escalation (setuid binaries, file capabilities), and
+# the container runtime's default seccomp profile, which the kubelet does not apply unless
+# asked. No model server, compile or upload needs a capability: they open devices and files
+# they own, bind an unprivileged port and talk TCP.
+_CONFINED: Json = {
     "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
     "privileged": False,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+# Images that run as root, each for a reason of its own:
+#
+# * ``vllm/vllm-openai`` (GPU server): its only user is root, and torch looks up the current
+#   user in the image's user database when it is imported (its compile caches are named after
+#   it), which has no entry for any other uid.
+# * The Neuron vLLM DLC (Neuron server and compile job): it defines no user but root, for
+#   which its Python environment and Neuron tools are set up.
+# * The AWS CLI (the compile job's uploader): it shares its pod with the compile container,
+#   which runs as root, so the Pod Identity token the kubelet projects into the pod is root's
+#   (mode 0600) and no other uid could read it to sign the upload.
+#
+# Being root without capabilities, they can still read and write what root owns (their own
+# files, the emptyDirs) but nothing that takes a capability, and the root filesystem is
+# read-only, with emptyDirs wherever they write.
+ROOT_IMAGE_SECURITY: Json = {
+    **_CONFINED,
     "readOnlyRootFilesystem": True,
     "runAsNonRoot": False,
 }
-ROOT_IMAGE_POD_SECURITY: Json = {"runAsNonRoot": False}
-# Ray needs no privileges or capabilities. The root filesystem stays writable: Ray writes
-# sessions, logs and spilled objects under /tmp/ray and runtime files under its home, all
-# owned by the image's user.
+ROOT_IMAGE_POD_SECURITY: Json = {
+    "runAsNonRoot": False,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+# The Ray images (``rayproject/ray-llm`` on GPUs, the platform's Neuron Ray image) define the
+# user ``ray`` (uid 1000) and install Ray and its Python for it, so Ray runs as that user. The
+# root filesystem stays writable: Ray writes sessions, logs and spilled objects under /tmp/ray
+# and runtime files under its home, all owned by the image's user.
 RAY_SECURITY: Json = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
+    **_CONFINED,
     "runAsNonRoot": True,
     "runAsUser": RAY_UID,
     "runAsGroup": RAY_GID,
 }
-# Pod-level identity of Ray pods: files on emptyDirs are group-owned by the Ray user's group.
+# Pod-level identity of Ray pods: files on emptyDirs are group-owned by the Ray user's group;
+# the seccomp profile covers the containers KubeRay adds (the autoscaler sidecar) as well.
 RAY_POD_SECURITY: Json = {
     "runAsNonRoot": True,
     "runAsUser": RAY_UID,
     "runAsGroup": RAY_GID,
     "fsGroup": RAY_GID,
+    "seccompProfile": {"type": "RuntimeDefault"},
 }
 # A node agent that reads the accelerators through the host's driver (neuron-monitor reads
 # every Neuron device and runtime of the node): Neuron's own DaemonSet runs it privileged, the

@@ -12,15 +12,13 @@ and wires the ports it needs.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
-from importlib import resources
 
 from constructs import Construct
 
 from eks_inference import names
-from eks_inference.charts import engine, pod
+from eks_inference.charts import engine, pod, shipped
 from eks_inference.charts.common import (
     API_KEY_ENV,
     API_KEY_SECRET_NEED,
@@ -57,9 +55,6 @@ HEAD_COMPONENT = "ray-head"
 WORKER_COMPONENT = "ray-worker"
 RAY_API_VERSION = "ray.io/v1"
 INITIALIZING_TIMEOUT_ANNOTATION = "ray.io/initializing-timeout"
-# Hash of the Neuron application's source on the pod templates: a change of the code changes
-# the cluster spec, so KubeRay rolls a new cluster instead of leaving old code running.
-SERVE_APP_HASH_ANNOTATION = "eks-inference.io/serve-app-sha256"
 # The Serve proxies' keep-alive on the pod templates: Serve reads its HTTP options only when it
 # starts, so a changed value changes the cluster spec and KubeRay rolls a new cluster with it.
 KEEP_ALIVE_ANNOTATION = "eks-inference.io/http-keep-alive-seconds"
@@ -67,10 +62,9 @@ KEEP_ALIVE_ANNOTATION = "eks-inference.io/http-keep-alive-seconds"
 # Ray target for as long (eks_inference.charts.endpoint). Ray Serve drains a node's proxy
 # before the autoscaler removes its pod, so requests have left it by then.
 TERMINATION_GRACE_S = 30
-# Where the Neuron application's ConfigMap is mounted; on PYTHONPATH in head and workers,
-# so Serve imports `neuron_app` wherever it builds or runs the application.
-SERVE_APP_PATH = "/opt/eks-inference/serve"
-SERVE_APP_FILE = f"{engine.NEURON_APP_MODULE}.py"
+# The project's modules the Serve application imports, on PYTHONPATH in head and workers, so
+# Serve imports them wherever it builds or runs the application (eks_inference.charts.shipped).
+SERVE_APP_MODULES = (engine.NEURON_APP_MODULE, shipped.API_KEY_AUTH_MODULE)
 
 # The head runs GCS, the Serve controller and proxy, the dashboard and (as a sidecar) the
 # autoscaler, but no replicas (num-cpus 0): 2 vCPUs and 8 GiB, which leave room for the
@@ -98,33 +92,36 @@ _UPSCALING_MODE = "Aggressive"
 RAY_METRICS_PORT_NAME = "metrics"
 RAY_METRICS_PORT = 8080
 _METRICS_PORT = (RAY_METRICS_PORT_NAME, RAY_METRICS_PORT)
+# The head's dashboard (job and Serve APIs) and Serve proxy, under the port names KubeRay
+# looks them up by; the operator calls both.
+DASHBOARD_PORT_NAME = "dashboard"
+SERVE_PORT_NAME = "serve"
 _HEAD_PORTS = (
     ("gcs-server", 6379),
-    ("dashboard", 8265),
+    (DASHBOARD_PORT_NAME, 8265),
     ("client", 10001),
-    ("serve", OPENAI_PORT),
+    (SERVE_PORT_NAME, OPENAI_PORT),
     _METRICS_PORT,
 )
-
-
-def neuron_app_source() -> str:
-    """Source of the Neuron Serve application, read from the installed package."""
-    return (
-        resources.files("eks_inference.serve").joinpath(SERVE_APP_FILE).read_text(encoding="utf-8")
-    )
+# Ray token authentication: KubeRay generates a random token into a Secret named after each
+# RayCluster, gives it to every Ray container (head, workers, autoscaler, the wait-for-GCS init
+# container) as RAY_AUTH_TOKEN with RAY_AUTH_MODE=token, and sends it on its own dashboard
+# calls. Ray then refuses its dashboard, dashboard agent and gRPC (GCS, raylet) calls without
+# it, health checks aside (the probes need none). Requires rayVersion 2.52.0 or later.
+_AUTH_OPTIONS = {"mode": "token"}
 
 
 def serve_service_name(spec: ModelDeploymentSpec) -> str:
     """The Service KubeRay creates for a RayService's Serve proxies: ``<name>-serve-svc``."""
-    return f"{spec.name}-serve-svc"
+    return names.ray_serve_service_name(spec.name)
 
 
 @dataclass(frozen=True)
 class _ServeAppFiles:
     """What head and worker pods need to import and run the Serve application.
 
-    Nothing for Ray Serve LLM's own application on GPUs; the project's module when the
-    application is the Neuron one or requires the API key.
+    Nothing for Ray Serve LLM's own application on GPUs; the project's modules
+    (:data:`SERVE_APP_MODULES`) when the application is the Neuron one or requires the API key.
     """
 
     volumes: tuple[pod.Json, ...] = ()
@@ -140,8 +137,9 @@ class RayServiceChart(DeploymentChart):
     Objects: the ServiceAccount ``names.service_account_name(spec.name)`` (head and workers;
     KubeRay binds the autoscaler's role to it; its pods get no AWS credentials, since the
     weights come through Mountpoint), on Inferentia2 (and whenever the API key is required) a
-    ConfigMap holding the project's Serve module, and the RayService ``<deployment>``, served
-    by KubeRay's ``<deployment>-serve-svc`` (:func:`serve_service_name`) on port 8000.
+    ConfigMap holding the project's Serve modules (:mod:`eks_inference.charts.shipped`), and
+    the RayService ``<deployment>``, served by KubeRay's ``<deployment>-serve-svc``
+    (:func:`serve_service_name`) on port 8000.
     :attr:`needs` names the RayService CRD and, with an API key, the platform's Secret.
 
     Decisions:
@@ -152,6 +150,11 @@ class RayServiceChart(DeploymentChart):
       spec's scaling; a worker requests exactly TP NeuronCores or GPUs, so one Serve replica
       fills it, and CPU/memory are the node's share per replica.
     - In-tree autoscaling (v2) with a 5-minute idle timeout and unthrottled upscaling.
+    - Ray token authentication (``authOptions.mode: token``): the dashboard's job and Serve
+      APIs and Ray's internal gRPC calls need the cluster's token, which KubeRay generates
+      per cluster, keeps in a Secret and gives only to its own Ray containers. The
+      deployment's NetworkPolicies (:mod:`eks_inference.charts.network_policy`) also keep
+      every other pod off those ports.
     - ``upgradeStrategy: NewCluster``: a changed cluster spec starts a new cluster and moves
       traffic when it serves, so upgrades have no downtime but need capacity for a second
       set of replicas while both run.
@@ -166,8 +169,10 @@ class RayServiceChart(DeploymentChart):
     - Exposed on a load balancer (``route``): the proxies keep idle connections past its idle
       timeout, and when the route requires the platform's API key, head and workers read it
       from the platform's Secret into ``VLLM_API_KEY``, whose name the Serve application is
-      given; the application answers ``/v1`` requests without ``Authorization: Bearer <key>``
-      with 401 (``neuron_app.APIKeyMiddleware``, on Ray Serve LLM's application too).
+      given; the application answers every request but ``/health`` without ``Authorization:
+      Bearer <key>`` with 401 (``api_key_auth.APIKeyMiddleware``, on Ray Serve LLM's
+      application too). Serve's proxy answers its own ``/-/healthz`` and ``/-/routes``
+      unchecked; the load balancer forwards neither (:mod:`eks_inference.charts.endpoint`).
 
     The RayService's fields are written in reading order (what it serves, then the cluster
     that serves it), not sorted.
@@ -202,20 +207,12 @@ class RayServiceChart(DeploymentChart):
         app = _ServeAppFiles()
         api_key = requires_api_key(route)
         if spec.on_neuron or api_key:
-            source = neuron_app_source()
-            config_map = f"{spec.name}-serve-app"
-            objects.append(
-                api_object(
-                    "v1",
-                    "ConfigMap",
-                    metadata(config_map, labels),
-                    {"data": {SERVE_APP_FILE: source}},
-                )
-            )
+            code = shipped.shipped_code(spec, labels, SERVE_APP_MODULES)
+            objects.append(code.config_map)
             app = _ServeAppFiles(
-                volumes=(pod.config_map_volume("serve-app", config_map, [SERVE_APP_FILE]),),
-                mounts=(pod.mount("serve-app", SERVE_APP_PATH, read_only=True),),
-                env=(("PYTHONPATH", SERVE_APP_PATH),),
+                volumes=(code.volume,),
+                mounts=(code.mount,),
+                env=code.env,
                 secret_env=(
                     (
                         pod.secret_env(
@@ -228,7 +225,7 @@ class RayServiceChart(DeploymentChart):
                     else ()
                 ),
                 annotations=(
-                    (SERVE_APP_HASH_ANNOTATION, hashlib.sha256(source.encode()).hexdigest()),
+                    *code.annotations,
                     *(
                         ((KEEP_ALIVE_ANNOTATION, str(keep_alive_seconds(route))),)
                         if route is not None
@@ -251,6 +248,7 @@ class RayServiceChart(DeploymentChart):
             "serveConfigV2": dump_yaml([engine.serve_config(spec, route)]),
             "rayClusterConfig": {
                 "rayVersion": RAY_VERSION,
+                "authOptions": dict(_AUTH_OPTIONS),
                 "enableInTreeAutoscaling": True,
                 "autoscalerOptions": {
                     "version": "v2",

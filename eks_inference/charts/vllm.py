@@ -12,7 +12,7 @@ import math
 from constructs import Construct
 
 from eks_inference import names
-from eks_inference.charts import engine, pod
+from eks_inference.charts import engine, pod, shipped
 from eks_inference.charts.common import (
     API_KEY_ENV,
     API_KEY_SECRET_NEED,
@@ -141,12 +141,16 @@ class VllmChart(DeploymentChart):
     tolerations, and the Neuron scheduler for part of a node's cores.
 
     Exposed on a load balancer (``route``), the server keeps idle connections open past the
-    load balancer's idle timeout and, when the route requires the platform's API key, reads it
-    from the platform's Secret into ``VLLM_API_KEY`` and passes ``--api-key $(VLLM_API_KEY)``
-    (Kubernetes expands the reference; the manifest never holds the key). vLLM then answers
-    every ``/v1`` request without ``Authorization: Bearer <key>`` with 401; ``/health`` stays
-    open for the probes and the load balancer's health checks. :attr:`needs` records the
-    Secret.
+    load balancer's idle timeout. When the route requires the platform's API key, the pod
+    reads it from the platform's Secret into ``VLLM_API_KEY`` only, never into its arguments:
+    vLLM reads the variable itself, while ``--api-key`` would put the key in every process
+    listing and, on vLLM 0.16, in the startup log's "non-default args" line. The project's
+    API-key check (``api_key_auth``, shipped in the ConfigMap ``<deployment>-serve-app`` on
+    ``PYTHONPATH``) is loaded with ``--middleware`` and answers every request without
+    ``Authorization: Bearer <key>`` with OpenAI's 401, on every path but ``/health`` (the
+    probes and the load balancer's health checks) and ``/metrics`` (Prometheus, in-cluster;
+    the load balancer never forwards it). vLLM's own check, which guards only some prefixes,
+    stays on behind it. :attr:`needs` records the Secret.
     """
 
     def __init__(
@@ -177,7 +181,12 @@ class VllmChart(DeploymentChart):
         # With autoscaling the replica count belongs to the autoscaler: a count in the
         # manifest would reset it to min_replicas on every apply, in the middle of a burst.
         replicas = {} if spec.scaling.autoscale else {"replicas": spec.scaling.min_replicas}
-        pod_spec = _pod(spec, placement, context, account, weights, artifacts, route)
+        code = (
+            shipped.shipped_code(spec, labels, (shipped.API_KEY_AUTH_MODULE,))
+            if requires_api_key(route)
+            else None
+        )
+        pod_spec = _pod(spec, placement, context, account, weights, artifacts, route, code)
         deployment = api_object(
             "apps/v1",
             "Deployment",
@@ -197,7 +206,10 @@ class VllmChart(DeploymentChart):
                         # Karpenter leaves a replica alone while it may still be loading.
                         "metadata": {
                             "labels": labels,
-                            "annotations": pod.do_not_disrupt(rollout_seconds(spec)),
+                            "annotations": {
+                                **pod.do_not_disrupt(rollout_seconds(spec)),
+                                **dict(code.annotations if code is not None else ()),
+                            },
                         },
                         "spec": pod_spec,
                     },
@@ -246,7 +258,13 @@ class VllmChart(DeploymentChart):
             scope,
             spec,
             COMPONENT,
-            [service_account, deployment, service, disruption_budget],
+            [
+                service_account,
+                *((code.config_map,) if code is not None else ()),
+                deployment,
+                service,
+                disruption_budget,
+            ],
             PlatformNeeds(
                 namespaces=(INFERENCE_NAMESPACE,),
                 service_accounts=identity,
@@ -271,6 +289,7 @@ def _pod(
     weights: MountpointVolume | None,
     artifacts: MountpointVolume | None,
     route: Route | None,
+    code: shipped.ShippedCode | None,
 ) -> pod.Json:
     share = pod_resources(spec.instance, spec.replicas_per_node)
     image = NEURON_VLLM_IMAGE if spec.on_neuron else VLLM_GPU_IMAGE
@@ -279,7 +298,7 @@ def _pod(
         pod.empty_dir("tmp", f"{_TMP_MIB}Mi"),
         pod.empty_dir("shm", f"{shared_memory_mib(share.memory_mib)}Mi", in_memory=True),
     ]
-    # HOME, /tmp, /dev/shm, then the read-only model volumes.
+    # HOME, /tmp, /dev/shm, then the read-only model volumes and the shipped code.
     mounts = [pod.mount("home", HOME_PATH), pod.mount("tmp", TMP_PATH), pod.mount("shm", SHM_PATH)]
     if weights is not None:
         volumes.append(pod.claim_volume(WEIGHTS_ROLE, weights.claim_name))
@@ -292,13 +311,16 @@ def _pod(
     environment = pod.env(server_environment(spec, context))
     if route is not None:
         environment += pod.env({"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(keep_alive_seconds(route))})
-    if requires_api_key(route):
+    if code is not None:
+        volumes.append(code.volume)
+        mounts.append(code.mount)
+        environment += pod.env(dict(code.env))
         environment.append(
             pod.secret_env(
                 API_KEY_ENV, secret=API_KEY_SECRET_NEED.name, key=API_KEY_SECRET_NEED.key
             )
         )
-        args += ["--api-key", f"$({API_KEY_ENV})"]
+        args += ["--middleware", shipped.VLLM_API_KEY_MIDDLEWARE]
     container = {
         "name": CONTAINER_NAME,
         "image": image,

@@ -1,11 +1,17 @@
-"""Rich consoles that stay readable when output is not a terminal (pipes, CI, tests)."""
+"""Rich consoles that stay readable when output is not a terminal (pipes, CI, tests), and
+that never pass a terminal escape from the text they print to the terminal."""
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
+import typer
 from rich.console import Console
+from rich.text import Text
+
+from eks_inference.cli.text import terminal_safe
 
 # Without a terminal rich falls back to COLUMNS or 80 columns and wraps table cells mid-word;
 # a log has no width, so tables get at least this many columns there and keep one line per
@@ -13,14 +19,27 @@ from rich.console import Console
 _NON_TERMINAL_WIDTH = 200
 
 
+class _SafeConsole(Console):
+    """A console whose every string passes through :func:`~eks_inference.cli.text.terminal_safe`.
+
+    rich turns each ``str`` it prints (table cells and titles included) into ``Text`` here,
+    before measuring it, so escaped characters are laid out at their printed width; rich
+    itself strips only a few control codes and lets ESC through. The styles the CLI asks for
+    are applied after this, so colours still work on a terminal.
+    """
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(terminal_safe(text), **options)
+
+
 def _console(stderr: bool) -> Console:
     stream = sys.stderr if stderr else sys.stdout
-    console = Console(file=stream, highlight=False, soft_wrap=False)
+    console = _SafeConsole(file=stream, highlight=False, soft_wrap=False)
     if console.is_terminal:
         return console
     columns = os.environ.get("COLUMNS", "")
     width = max(int(columns) if columns.isdigit() else 0, _NON_TERMINAL_WIDTH)
-    return Console(file=stream, highlight=False, soft_wrap=False, width=width)
+    return _SafeConsole(file=stream, highlight=False, soft_wrap=False, width=width)
 
 
 def stdout() -> Console:
@@ -31,3 +50,9 @@ def stdout() -> Console:
 def stderr() -> Console:
     """A console on the current ``sys.stderr``, for progress bars and notes."""
     return _console(stderr=True)
+
+
+def echo(message: str, *, err: bool = False) -> None:
+    """Print a plain line (no rich markup) through :func:`~eks_inference.cli.text.terminal_safe`:
+    the way for messages that quote names from outside (file names, keys, URLs)."""
+    typer.echo(terminal_safe(message), err=err)

@@ -35,7 +35,9 @@ def parse_prefix_uri(uri: str) -> S3Prefix:
     """Parse ``s3://BUCKET/PREFIX/``; the prefix must be non-empty and end with ``/``.
 
     The trailing slash is required because S3 prefixes are plain string prefixes:
-    ``models/llama`` would also match ``models/llama-70b/``.
+    ``models/llama`` would also match ``models/llama-70b/``. The prefix obeys the one prefix
+    rule (:func:`~eks_inference.aws_types.key_prefix_problem`), IAM's pattern characters
+    included, so what is uploaded here is a prefix a deployment can be granted.
     """
     if not uri.startswith("s3://"):
         raise BadInput(f"{uri!r} is not an S3 URI; expected s3://BUCKET/PREFIX/")

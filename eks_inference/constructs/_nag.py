@@ -9,6 +9,7 @@ very resource it accepts and nothing broader.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +44,53 @@ def wildcard_resource_findings(scope: IConstruct, resources: list[Any]) -> list[
     return [f"AwsSolutions-IAM5[Resource::{_flatten(value)}]" for value in resolved]
 
 
+def wildcard_grant_reasons(
+    scope: IConstruct, statements: Sequence[iam.PolicyStatement]
+) -> tuple[dict[str, str], list[str]]:
+    """The AwsSolutions-IAM5 finding of each wildcard resource of ``statements``, with a reason
+    written from what they grant, and the resources that no reason can accept.
+
+    A reason names the actions granted on that resource, the resource as cdk-nag renders it and
+    the statements' conditions, all read from the statements (resolved in one call), so it
+    says exactly what is granted and can never claim less. It is written only for a resource
+    whose one wildcard is a trailing ``*`` after a literal part with none of IAM's pattern
+    characters (``*``, ``?``, ``${``), which is what "the objects below one prefix" means; any
+    other wildcard resource is returned as a problem, to fail the synth rather than be
+    accepted.
+    """
+    resolved = Stack.of(scope).resolve([s.to_statement_json() for s in statements])
+    granted: dict[str, tuple[dict[str, None], dict[str, None]]] = {}
+    problems: list[str] = []
+    for statement in resolved:
+        actions = _as_list(statement.get("Action", []))
+        condition = statement.get("Condition")
+        for resource in _as_list(statement.get("Resource", [])):
+            rendered = _flatten(resource)
+            if "*" not in rendered:
+                continue
+            literal = "".join(_literal_parts(resource))
+            if not rendered.endswith("*") or any(c in literal[:-1] for c in "*?${}"):
+                problems.append(
+                    f"{scope.node.path}: {rendered} has a wildcard or policy variable before "
+                    "its end; a grant must name one literal key prefix"
+                )
+                continue
+            actions_of, conditions_of = granted.setdefault(rendered, ({}, {}))
+            actions_of.update(dict.fromkeys(str(a) for a in actions))
+            if condition:
+                conditions_of[_flatten(condition)] = None
+    reasons = {
+        f"AwsSolutions-IAM5[Resource::{rendered}]": (
+            f"Grants {', '.join(sorted(actions))} on {rendered}"
+            + (f" when {' or '.join(conditions)}" if conditions else "")
+            + f" only: the trailing '*' is its one wildcard, covering the names that begin with "
+            f"the literal {rendered[:-1]}."
+        )
+        for rendered, (actions, conditions) in granted.items()
+    }
+    return reasons, problems
+
+
 def managed_policy_finding(policy_name: str) -> str:
     """The AwsSolutions-IAM4 finding id for an AWS managed policy attached to a role."""
     return f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{policy_name}]"
@@ -60,6 +108,21 @@ def acknowledge_managed_policies(scope: IConstruct, reason: str) -> None:
             acknowledge(
                 child, [f"AwsSolutions-IAM4[Policy::{_flatten(arn)}]" for arn in arns], reason
             )
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _literal_parts(node: Any) -> list[str]:
+    """The strings written into a resolved value, without the references in it."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict) and "Fn::Join" in node:
+        return [part for item in node["Fn::Join"][1] for part in _literal_parts(item)]
+    if isinstance(node, dict) and isinstance(node.get("Fn::Sub"), str):
+        return [re.sub(r"\$\{[^}]*\}", "", node["Fn::Sub"])]
+    return []
 
 
 def _flatten(node: Any) -> str:

@@ -24,7 +24,6 @@ from eks_inference.constructs.nodegroups import CLUSTER_AUTOSCALER_TAG_PREFIX
 from eks_inference.node_pools import NodePool
 
 SYSTEM_NAMESPACE = "kube-system"
-KUBERAY_NAMESPACE = "kuberay-system"
 CLUSTER_AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
 # The custom resources the KubeRay operator chart installs (skip_crds=False).
 _KUBERAY_CRDS = (
@@ -252,7 +251,7 @@ class InferenceAddons(Construct):
             "KubeRayOperator",
             chart,
             release="kuberay-operator",
-            namespace=KUBERAY_NAMESPACE,
+            namespace=names.KUBERAY_NAMESPACE,
             create_namespace=True,
             # The RayCluster/RayService/RayJob CRDs come with the chart.
             skip_crds=False,

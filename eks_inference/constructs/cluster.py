@@ -7,13 +7,13 @@ while it is built: availability zones are either given or left to CloudFormation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from typing import cast
 
 import cdk8s
-from aws_cdk import CfnOutput, Fn, Stack, Tags
+from aws_cdk import CfnOutput, Fn, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -23,6 +23,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from eks_inference import versions
+from eks_inference.aws_types import iam_role_arn_problem, public_access_cidr_problem
 from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.constructs._nag import (
     acknowledge,
@@ -31,7 +32,7 @@ from eks_inference.constructs._nag import (
     wildcard_resource_finding,
 )
 from eks_inference.constructs.nodegroups import PoolNodegroup
-from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.names import INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.node_pools import (
     NodePool,
     NodeProvisioning,
@@ -47,9 +48,11 @@ NODE_POLICIES = (
 )
 _VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
 _VPC_CNI_SERVICE_ACCOUNT = "aws-node"
+# The CNI's network policy agent enforces the charts' NetworkPolicies (without it the API
+# server stores them and nothing applies them). The add-on's schema takes a string.
+_VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 _PRIVATE_SUBNET_CIDR_MASK = 18
 _PUBLIC_SUBNET_CIDR_MASK = 24
-_VPC_CIDR = "10.0.0.0/16"
 # Subnet tags the AWS Load Balancer Controller discovers subnets by.
 PUBLIC_LOAD_BALANCER_SUBNET_TAG = "kubernetes.io/role/elb"
 INTERNAL_LOAD_BALANCER_SUBNET_TAG = "kubernetes.io/role/internal-elb"
@@ -61,6 +64,30 @@ class PodIdentity:
 
     role: iam.Role
     association: eks.CfnPodIdentityAssociation
+
+
+def pod_identity_principal(*, account: str, cluster_arn: str) -> iam.IPrincipal:
+    """The principal a Pod Identity role trusts: EKS Pod Identity acting for one cluster.
+
+    ``pods.eks.amazonaws.com`` with ``sts:TagSession``, on the conditions that the request
+    comes from ``account`` (``aws:SourceAccount``) and carries the session tag
+    ``eks-cluster-arn`` of the cluster ``cluster_arn`` (``aws:RequestTag/eks-cluster-arn``).
+    Without them the service principal is the same for every cluster of every account, so
+    any cluster whose operator may pass the role could have its pods assume it. The cluster
+    is named by the session tag Pod Identity attaches to every ``AssumeRole`` it makes (the
+    EKS user guide's trust-policy page restricts clusters, namespaces and service accounts
+    this way; the associations keep session tags on, their default), not by
+    ``aws:SourceArn``, for which EKS documents no value. Every Pod Identity role of the
+    platform trusts this principal.
+    """
+    return iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")).with_conditions(
+        {
+            "StringEquals": {
+                "aws:SourceAccount": account,
+                "aws:RequestTag/eks-cluster-arn": cluster_arn,
+            },
+        }
+    )
 
 
 def kubectl_layer(
@@ -124,10 +151,10 @@ class InferenceCluster(Construct):
 
     The API endpoint is private by default: only the VPC (and what is connected to it, a VPN
     or a bastion) reaches it, and the kubectl provider runs inside the VPC. Pass
-    ``public_access_cidrs`` to open a public endpoint to exactly those networks; there is no
-    way to open it to the whole internet without naming ``0.0.0.0/0``.
-    ``admin_role_arn`` gets ``AmazonEKSClusterAdminPolicy``; the role that deploys the stack
-    gets no implicit cluster access.
+    ``public_access_cidrs`` to open a public endpoint to exactly those networks (never
+    ``0.0.0.0/0``: see :func:`~eks_inference.aws_types.public_access_cidr_problem`).
+    ``admin_role_arn``, the ARN of one IAM role, gets ``AmazonEKSClusterAdminPolicy``; the
+    role that deploys the stack gets no implicit cluster access.
     """
 
     def __init__(
@@ -175,6 +202,15 @@ class InferenceCluster(Construct):
             raise ValueError("InferenceCluster needs at least one node pool")
         if vpc is not None and availability_zones:
             raise ValueError("availability_zones applies to a new VPC only; omit it with vpc")
+        # An ARN known only at deploy time (a token) is checked by EKS then.
+        if admin_role_arn and not Token.is_unresolved(admin_role_arn):
+            problem = iam_role_arn_problem(admin_role_arn, name="admin_role_arn")
+            if problem is not None:
+                raise ValueError(problem)
+        for cidr in public_access_cidrs or ():
+            problem = public_access_cidr_problem(cidr, name="public_access_cidrs entry")
+            if problem is not None:
+                raise ValueError(problem)
         self.cluster_name = cluster_name
         self.kubernetes_version = kubernetes_version
         self.release = kubernetes_release(kubernetes_version)
@@ -188,6 +224,8 @@ class InferenceCluster(Construct):
         self._cluster_name_ref: str | None = None
 
         self.vpc = vpc or self._new_vpc(max_azs, availability_zones)
+        # Literal for the VPC made here, so manifests that name it need no cross-stack value.
+        self.vpc_cidr: str = VPC_CIDR if vpc is None else vpc.vpc_cidr_block
         self.secrets_key = kms.Key(
             self,
             "SecretsKey",
@@ -294,7 +332,9 @@ class InferenceCluster(Construct):
         EKS installs the CNI itself, reading the node role; managed here (taking over that
         installation, ``resolveConflicts: OVERWRITE``), its ``aws-node`` service account gets
         a role of its own with ``AmazonEKS_CNI_Policy``, and the node role goes without it.
-        ``aws-node`` runs on the host network, where the Pod Identity agent serves it.
+        ``aws-node`` runs on the host network, where the Pod Identity agent serves it. Its
+        network policy agent is enabled (``enableNetworkPolicy``), so the NetworkPolicies of
+        :mod:`eks_inference.charts.network_policy` are enforced.
         """
         role = iam.Role(
             self,
@@ -315,6 +355,7 @@ class InferenceCluster(Construct):
             addon_version=versions.VPC_CNI_ADDON_VERSION,
             identity=(role, _VPC_CNI_SERVICE_ACCOUNT),
             overwrite=True,
+            configuration_values=_VPC_CNI_CONFIGURATION,
         )
         return role, addon
 
@@ -326,6 +367,7 @@ class InferenceCluster(Construct):
         addon_version: str,
         identity: tuple[iam.IRole, str] | None = None,
         overwrite: bool = False,
+        configuration_values: Mapping[str, str] | None = None,
         scope: Construct | None = None,
     ) -> eks.Addon:
         """An EKS managed add-on of this cluster, in ``scope`` (default: this construct).
@@ -333,8 +375,9 @@ class InferenceCluster(Construct):
         With ``identity`` (a role and the add-on's service account) the add-on's own Pod
         Identity association gives the role to that account, and the add-on waits for the Pod
         Identity agent: ``eks.Addon`` has no property for it, its CloudFormation resource has.
-        ``overwrite`` takes over an installation EKS made itself (the VPC CNI). The add-on is
-        removed with the stack (``preserve_on_delete=False``): it holds no data.
+        ``overwrite`` takes over an installation EKS made itself (the VPC CNI).
+        ``configuration_values`` are the add-on's own settings (its configuration schema). The
+        add-on is removed with the stack (``preserve_on_delete=False``): it holds no data.
         """
         addon = eks.Addon(
             scope or self,
@@ -342,6 +385,7 @@ class InferenceCluster(Construct):
             cluster=self.eks_cluster,
             addon_name=addon_name,
             addon_version=addon_version,
+            configuration_values=configuration_values,
             preserve_on_delete=False,
         )
         if identity is None and not overwrite:
@@ -412,7 +456,8 @@ class InferenceCluster(Construct):
 
         The role trusts ``pods.eks.amazonaws.com`` (``sts:AssumeRole`` and
         ``sts:TagSession``, which Pod Identity needs to attach the session tags that name
-        the cluster, namespace and service account). Grant it what the pods need. The
+        the cluster, namespace and service account) acting for this cluster of this account
+        only (:attr:`pods_principal`). Grant it what the pods need. The
         association depends on the Pod Identity Agent add-on. ``scope`` (default: this
         construct) is where the role and association are created, e.g. a deployment's own
         construct.
@@ -439,14 +484,14 @@ class InferenceCluster(Construct):
 
     @property
     def pods_principal(self) -> iam.IPrincipal:
-        """What Pod Identity roles trust: ``pods.eks.amazonaws.com``, with session tags.
+        """What Pod Identity roles trust: this cluster's pods only (:func:`pod_identity_principal`).
 
         One principal object serves every such role (principals are values; each role
         renders its own trust policy from it).
         """
         if self._pods_principal is None:
-            self._pods_principal = iam.SessionTagsPrincipal(
-                iam.ServicePrincipal("pods.eks.amazonaws.com")
+            self._pods_principal = pod_identity_principal(
+                account=Stack.of(self).account, cluster_arn=self.cluster.cluster_arn
             )
         return self._pods_principal
 
@@ -468,7 +513,7 @@ class InferenceCluster(Construct):
         vpc = ec2.Vpc(
             self,
             "Vpc",
-            ip_addresses=ec2.IpAddresses.cidr(_VPC_CIDR),
+            ip_addresses=ec2.IpAddresses.cidr(VPC_CIDR),
             availability_zones=zones,
             nat_gateways=len(zones),
             subnet_configuration=[

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jsii
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
@@ -10,7 +12,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IValidation
 
 from eks_inference.aws_types import key_prefix_problem
-from eks_inference.constructs._nag import acknowledge, wildcard_resource_findings
+from eks_inference.constructs._nag import acknowledge, wildcard_grant_reasons
 
 _ACCESS_LOG_PREFIX = "model-bucket/"
 # Grant log delivery through a bucket policy instead of the LogDeliveryWrite ACL, so both
@@ -142,13 +144,14 @@ class ModelBucket(Construct):
             resource_arns=[self.bucket_arn],
             conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
         )
-        objects = self.arn_for_objects(f"{prefix}*")
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=["s3:GetObject"], resource_arns=[objects]
+        read = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["s3:GetObject"],
+            resource_arns=[self.arn_for_objects(f"{prefix}*")],
         )
         if self.encryption_key is not None:
             self.encryption_key.grant_decrypt(grantee)
-        self._acknowledge_prefix_wildcard(grantee, objects)
+        self._acknowledge_prefix_wildcard(grantee, read)
         return list_grant
 
     def grant_write_prefix(self, grantee: iam.IGrantable, prefix: str) -> iam.Grant:
@@ -159,65 +162,60 @@ class ModelBucket(Construct):
         overwrite keeps the previous version.
         """
         _check_prefix(prefix)
-        objects = self.arn_for_objects(f"{prefix}*")
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["s3:PutObject", "s3:AbortMultipartUpload"],
-            resource_arns=[objects],
+            resource_arns=[self.arn_for_objects(f"{prefix}*")],
         )
         if self.encryption_key is not None:
             # New data keys for each object; Decrypt for multipart uploads, which read back
             # the data key of the upload's first part.
             self.encryption_key.grant(grantee, "kms:GenerateDataKey", "kms:Decrypt")
-        self._acknowledge_prefix_wildcard(grantee, objects)
+        self._acknowledge_prefix_wildcard(grantee, grant)
         return grant
 
-    def _acknowledge_prefix_wildcard(self, grantee: iam.IGrantable, objects: str) -> None:
+    def _acknowledge_prefix_wildcard(self, grantee: iam.IGrantable, grant: iam.Grant) -> None:
         if self._prefix_wildcards is None:
             self._prefix_wildcards = _PrefixWildcardAcknowledgments()
             self.node.add_validation(self._prefix_wildcards)
-        self._prefix_wildcards.add(grantee, objects)
+        self._prefix_wildcards.add(grantee, grant.principal_statements)
 
 
 @jsii.implements(IValidation)
 class _PrefixWildcardAcknowledgments:
-    """Acknowledges the prefix wildcards a bucket granted, as cdk-nag will see them.
+    """Acknowledges the object wildcards a bucket granted, each with what its statements grant.
 
-    Each acknowledgment is made on the principal that holds the grant and names one prefix.
-    cdk-nag matches it by the exact text of the finding, which names the bucket ARN as the
-    principal's template does: for a principal in another stack than the bucket (a
-    deployment's nested stack) that is a parameter CDK creates only when references are
-    resolved, just before validation. Construct validations run after that and before the
-    validation plugins, so all of a bucket's acknowledgments are recorded here, in one
-    validation, with the ARNs of each principal resolved in one call. Returns no errors.
+    Each acknowledgment is made on the principal that holds the grant and names one resource;
+    its reason is written from the policy statements themselves (their actions, that resource
+    and their conditions; see :func:`~eks_inference.constructs._nag.wildcard_grant_reasons`),
+    so it cannot describe less than is granted, and a resource with a wildcard anywhere but at
+    its end fails the synth instead of being acknowledged. cdk-nag matches an acknowledgment by
+    the exact text of the finding, which names the bucket ARN as the principal's template
+    does: for a principal in another stack than the bucket (a deployment's nested stack) that
+    is a parameter CDK creates only when references are resolved, just before validation.
+    Construct validations run after that and before the validation plugins, so all of a
+    bucket's acknowledgments are recorded here, in one validation, with each principal's
+    statements resolved in one call.
     """
 
     def __init__(self) -> None:
-        # id(grantee) -> (grantee, its principal, the object ARNs granted to it), in grant
+        # id(grantee) -> (grantee, its principal, the statements granted to it), in grant
         # order; the grantee is kept so that its id stays its own.
-        self._grants: dict[int, tuple[iam.IGrantable, iam.IPrincipal, dict[str, None]]] = {}
+        self._grants: dict[int, tuple[iam.IGrantable, iam.IPrincipal, list[iam.PolicyStatement]]]
+        self._grants = {}
 
-    def add(self, grantee: iam.IGrantable, objects: str) -> None:
+    def add(self, grantee: iam.IGrantable, statements: Sequence[iam.PolicyStatement]) -> None:
         if id(grantee) not in self._grants:
-            self._grants[id(grantee)] = (grantee, grantee.grant_principal, {})
-        self._grants[id(grantee)][2][objects] = None
+            self._grants[id(grantee)] = (grantee, grantee.grant_principal, [])
+        self._grants[id(grantee)][2].extend(statements)
 
     def validate(self) -> list[str]:
-        for _, principal, objects in self._grants.values():
-            if isinstance(principal, Construct):
-                findings = wildcard_resource_findings(principal, list(objects))
-                acknowledge(principal, findings, _prefix_wildcard_reason(len(objects)))
-        return []
-
-
-def _prefix_wildcard_reason(prefixes: int) -> str:
-    """Why a principal's object wildcards are acceptable: each is one granted key prefix."""
-    scope = (
-        "one key prefix of the model bucket"
-        if prefixes == 1
-        else f"{prefixes} key prefixes of the model bucket, each granted on its own"
-    )
-    return (
-        f"Access is limited to {scope}; each trailing wildcard covers the objects below its "
-        "prefix only."
-    )
+        errors: list[str] = []
+        for _, principal, statements in self._grants.values():
+            if not isinstance(principal, Construct):
+                continue
+            reasons, problems = wildcard_grant_reasons(principal, statements)
+            errors.extend(problems)
+            for finding, reason in reasons.items():
+                acknowledge(principal, finding, reason)
+        return errors

@@ -209,6 +209,7 @@ class ModelDeployment(Construct):
             # nothing else, so other deployments leave it empty rather than register an image
             # that nothing would pull.
             neuron_ray_image=self.neuron_ray_image or "",
+            vpc_cidr=cluster.vpc_cidr,
         )
         app = cdk8s.App()
         serving = deployment_charts(app, spec, placement, context, route)

@@ -66,6 +66,8 @@ RETENTION = "15d"
 RETENTION_SIZE = "40GB"
 PROMETHEUS_VOLUME = "50Gi"
 STORAGE_CLASS = "gp3-encrypted"
+# Where Grafana's sidecar looks for dashboards: the deployments' namespace and its own.
+GRAFANA_NAMESPACES = (names.INFERENCE_NAMESPACE, names.MONITORING_NAMESPACE)
 _PROMETHEUS_RESOURCES = {"cpu": "1", "memory": "4Gi"}
 _EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 _EBS_CSI_POLICY = "service-role/AmazonEBSCSIDriverPolicy"
@@ -89,7 +91,8 @@ class InferenceObservability(Construct):
       and its CRDs; Prometheus selecting PodMonitors, ServiceMonitors and rules in every
       namespace, keeping :data:`RETENTION` or :data:`RETENTION_SIZE` on a
       :data:`PROMETHEUS_VOLUME` volume; Alertmanager; Grafana, whose sidecar loads the
-      deployments' dashboard ConfigMaps from every namespace and whose admin password is
+      deployments' dashboard ConfigMaps from :data:`GRAFANA_NAMESPACES` only (with Roles in
+      those namespaces, no ClusterRole) and whose admin password is
       generated (never the chart's published default); kube-state-metrics exporting the
       pods' instance and component labels, which the dashboards and alerts join on.
     * **DCGM exporter** (``versions.DCGM_EXPORTER_CHART``, GPU pools only) on the GPU pools
@@ -124,7 +127,10 @@ class InferenceObservability(Construct):
             manifest=[_storage_class()],
         )
         self.kube_prometheus_stack = self._add_kube_prometheus_stack(cluster, system)
-        self.kube_prometheus_stack.node.add_dependency(storage_class, self.ebs_csi_addon)
+        # Grafana's Roles are created in the inference namespace, so it must exist first.
+        self.kube_prometheus_stack.node.add_dependency(
+            storage_class, self.ebs_csi_addon, cluster.namespace(names.INFERENCE_NAMESPACE)
+        )
         self.dcgm_exporter = self._add_dcgm_exporter(cluster)
         self.neuron_monitor = self._add_neuron_monitor(cluster)
         self.keda = self._add_keda(cluster, system)
@@ -200,14 +206,20 @@ class InferenceObservability(Construct):
                 **on_system,
                 # Empty: the Grafana chart generates one into its Secret.
                 "adminPassword": "",
+                # Dashboards only from the namespaces the platform owns: the deployments'
+                # (inference) and the chart's own. The sidecar reads ConfigMaps and Secrets,
+                # so its Roles are in those namespaces too, instead of a ClusterRole that
+                # would let Grafana read every Secret of the cluster.
                 "sidecar": {
                     "dashboards": {
                         "enabled": True,
                         "label": names.GRAFANA_DASHBOARD_LABEL,
                         "labelValue": "1",
-                        "searchNamespace": "ALL",
+                        "searchNamespace": list(GRAFANA_NAMESPACES),
                     }
                 },
+                # The chart adds its own namespace to these.
+                "rbac": {"namespaced": True, "namespaces": [names.INFERENCE_NAMESPACE]},
             },
             "kube-state-metrics": {
                 **on_system,

@@ -1,7 +1,10 @@
 """Code that runs inside the cluster's pods, and the image it runs in.
 
 ``neuron_app`` is the Ray Serve application that serves a model on Inferentia2 with vLLM and
-the Neuron plugin. It is shipped into pods on its own (as a ConfigMap) and imports nothing from
-this package, so it is deliberately not imported here: importing ``eks_inference.serve`` must
-not require Ray or FastAPI. ``image`` describes the Ray + Neuron vLLM image that runs it.
+the Neuron plugin; ``api_key_auth`` is the platform's API-key check, which every model server
+loads (vLLM through its ``--middleware`` flag, the Serve applications around their ASGI app).
+Both are shipped into pods on their own (one ConfigMap, :mod:`eks_inference.charts.shipped`)
+and import nothing from this package, so neither is imported here: importing
+``eks_inference.serve`` must not require Ray or FastAPI. ``image`` describes the Ray + Neuron
+vLLM image that runs the application.
 """

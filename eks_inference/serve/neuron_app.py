@@ -28,24 +28,23 @@ Deployment contract with the chart that renders the Serve config (``import_path:
 autoscaling, ``max_ongoing_requests`` and ``ray_actor_options.resources.neuron_cores`` come
 from the Serve config, never from this file.
 
-API keys. With ``api_key_env`` set, every ``/v1`` route requires ``Authorization: Bearer
-<key>``, the key being read from that environment variable when the replica starts (a replica
-without it fails to start rather than serve unauthenticated). :class:`APIKeyMiddleware` makes
-the check, as vLLM's ``--api-key`` does: ``/health`` stays open for probes and load-balancer
-health checks, and a missing or wrong key gets 401 in OpenAI's error shape. GPU RayServices
-that require the key run Ray Serve LLM's own application behind the same middleware
-(:func:`build_ray_llm_app`, ``import_path: "neuron_app:build_ray_llm_app"``), so every Ray
-deployment checks the key with this one piece of code.
+API keys. With ``api_key_env`` set, every route but ``/health`` requires ``Authorization:
+Bearer <key>``, the key being read from that environment variable when the replica starts (a
+replica without it fails to start rather than serve unauthenticated). The check is the
+platform's one API-key middleware, ``api_key_auth.APIKeyMiddleware``, which standalone vLLM
+loads too, so every engine answers a missing or wrong key with the same 401 in OpenAI's error
+shape. GPU RayServices that require the key run Ray Serve LLM's own application behind it
+(:func:`build_ray_llm_app`, ``import_path: "neuron_app:build_ray_llm_app"``).
 
-This module is copied into pods alone, so it is self-contained: it imports only the standard
-library, Ray, FastAPI/Starlette and pydantic (all in the image and on the Ray head), and imports
-vLLM lazily inside :class:`VLLMNeuronEngine`, the single adapter that touches vLLM. The head
-(which only builds the application) and unit tests import it without vLLM installed.
+This module and ``api_key_auth`` are copied into pods together (one ConfigMap on
+``PYTHONPATH``), so it imports nothing else of the project: only the standard library, Ray,
+FastAPI/Starlette and pydantic (all in the image and on the Ray head), and vLLM lazily inside
+:class:`VLLMNeuronEngine`, the single adapter that touches vLLM. The head (which only builds
+the application) and unit tests import it without vLLM installed.
 """
 
 import asyncio
 import contextlib
-import hmac
 import inspect
 import json
 import logging
@@ -70,7 +69,17 @@ from pydantic import (
 )
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
+
+# The API-key check is shipped beside this file; it is a sibling module when the package is
+# installed and a top-level one on the pods' PYTHONPATH.
+try:
+    from .api_key_auth import APIKeyMiddleware, api_key_from_environment
+except ImportError:
+    from api_key_auth import (  # type: ignore[import-not-found,no-redef]
+        APIKeyMiddleware,
+        api_key_from_environment,
+    )
 
 # Ray Serve routes records of this logger into the replica's log files.
 logger = logging.getLogger("ray.serve")
@@ -81,90 +90,6 @@ DEFAULT_COMPLETION_MAX_TOKENS = 16
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _ENV_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]*$"
-
-
-# --------------------------------------------------------------------------------------------
-# API keys
-# --------------------------------------------------------------------------------------------
-
-
-def api_key_from_environment(name: str) -> str:
-    """The API key in environment variable ``name``; ``RuntimeError`` if it is unset or empty."""
-    key = os.environ.get(name, "")
-    if not key:
-        raise RuntimeError(
-            f"the API key environment variable {name} is unset or empty: the pod reads it from "
-            "the platform's API-key Secret, which must exist (External Secrets Operator)"
-        )
-    return key
-
-
-class APIKeyMiddleware:
-    """ASGI middleware: ``/v1`` requests need ``Authorization: Bearer <key>``, as vLLM's do.
-
-    Requests to other paths (``/health``, Serve's ``/-/healthz``) and CORS preflights
-    (``OPTIONS``) pass unchecked. A missing or wrong key is answered with 401, OpenAI's error
-    body (``code: invalid_api_key``) and ``WWW-Authenticate: Bearer``, before the request
-    reaches the application. Keys are compared in constant time.
-    """
-
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
-        if not api_key:
-            raise ValueError("APIKeyMiddleware needs a non-empty API key")
-        self.app = app
-        self._expected = f"Bearer {api_key}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        checked = scope["type"] in ("http", "websocket") and self._protected(scope)
-        if checked and not self._authorized(scope):
-            await self._reject(scope, send)
-            return
-        await self.app(scope, receive, send)
-
-    @staticmethod
-    def _protected(scope: Scope) -> bool:
-        if scope["type"] == "http" and scope.get("method") == "OPTIONS":
-            return False
-        path: str = scope.get("path", "")
-        root: str = scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root) :]
-        return path == "/v1" or path.startswith("/v1/")
-
-    def _authorized(self, scope: Scope) -> bool:
-        for name, value in scope.get("headers", []):
-            if name.lower() == b"authorization":
-                return hmac.compare_digest(value, self._expected)
-        return False
-
-    @staticmethod
-    async def _reject(scope: Scope, send: Send) -> None:
-        if scope["type"] == "websocket":
-            # Policy violation: the handshake is refused before it is accepted.
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        body = json.dumps(
-            {
-                "error": {
-                    "message": "a valid API key is required: send Authorization: Bearer <key>",
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": "invalid_api_key",
-                }
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b"Bearer"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
 
 
 # --------------------------------------------------------------------------------------------
@@ -782,8 +707,8 @@ class OpenAIServer:
     """Request handling for the OpenAI routes, independent of Ray so it can be tested alone.
 
     Prompts are tokenized here, so every request is checked against the context window (and
-    usage is known) before the engine is asked for anything. With ``api_key`` every ``/v1``
-    route requires it (:class:`APIKeyMiddleware`).
+    usage is known) before the engine is asked for anything. With ``api_key`` every route but
+    ``/health`` requires it (:class:`APIKeyMiddleware`).
     """
 
     def __init__(

@@ -7,9 +7,11 @@ from typing import cast, get_args
 from aws_cdk import App, CloudFormationValidatePlugin, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from eks_inference.aws_types import iam_role_arn_problem, public_access_cidr_problem
 from eks_inference.node_pools import NodeProvisioning
 from eks_inference.platform import PlatformSpec
 from eks_inference.stacks.inference_stack import InferenceStack
+from eks_inference.validation import Problems
 
 STACK_NAME = "InferenceStack"
 _DEFAULT_ZONE_SUFFIXES = ("a", "b", "c")
@@ -25,13 +27,19 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
       ``availability_zones`` (comma-separated), by default ``<region>a,b,c``; check that they
       offer your accelerator instance types. Without a region the stack is
       environment-agnostic and CloudFormation picks the zones.
-    * ``admin_role_arn``: IAM role given cluster-admin.
+    * ``admin_role_arn``: IAM role given cluster-admin; the ARN of one role
+      (``arn:aws:iam::123456789012:role/NAME``), never a pattern.
     * ``public_access_cidrs`` (comma-separated): open a public API endpoint to these
-      networks; without it the endpoint is private.
+      networks (IPv4 CIDRs with the host bits zero, never ``0.0.0.0/0``); without it the
+      endpoint is private.
     * ``node_provisioning`` (``managed`` or ``karpenter``): provision the nodes this way
       instead of as the platform file says; the platform is validated again in that mode.
     * ``validate_templates=true``: also run CDK's built-in CloudFormation template validation
       (see below).
+
+    Context values are checked before anything is built; all their problems are raised
+    together as the :class:`pydantic.ValidationError` a platform file's problems are, each
+    located at its context key.
 
     cdk-nag runs as a validation plugin: any finding not acknowledged, with a reason, on the
     construct it concerns fails the synth.
@@ -57,11 +65,13 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         value = context(key)
         return [item.strip() for item in value.split(",") if item.strip()] if value else None
 
+    problems = Problems("context")
     account, region = context("account"), context("region")
     if region is not None and region != platform.region:
-        raise ValueError(
+        problems.add(
+            ("region",),
             f"context region {region!r} differs from the platform's region {platform.region!r}; "
-            "change `region` in the platform file instead"
+            "change `region` in the platform file instead",
         )
     zones = None
     if region is not None:
@@ -70,12 +80,24 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         ]
     env = Environment(account=account, region=region) if account or region else None
     provisioning = context("node_provisioning")
+    modes = get_args(NodeProvisioning)
+    if provisioning is not None and provisioning not in modes:
+        problems.add(
+            ("node_provisioning",),
+            f"context node_provisioning {provisioning!r} is not one of {', '.join(modes)}",
+        )
+    admin_role_arn = context("admin_role_arn")
+    if admin_role_arn is not None:
+        problem = iam_role_arn_problem(admin_role_arn, name="context admin_role_arn")
+        if problem is not None:
+            problems.add(("admin_role_arn",), problem)
+    public_access_cidrs = context_list("public_access_cidrs")
+    for cidr in public_access_cidrs or ():
+        problem = public_access_cidr_problem(cidr, name="context public_access_cidrs entry")
+        if problem is not None:
+            problems.add(("public_access_cidrs",), problem)
+    problems.raise_if_any()
     if provisioning is not None:
-        modes = get_args(NodeProvisioning)
-        if provisioning not in modes:
-            raise ValueError(
-                f"context node_provisioning {provisioning!r} is not one of {', '.join(modes)}"
-            )
         platform = platform.with_node_provisioning(cast(NodeProvisioning, provisioning))
     stack = InferenceStack(
         app,
@@ -83,8 +105,8 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         platform=platform,
         env=env,
         availability_zones=zones,
-        admin_role_arn=context("admin_role_arn"),
-        public_access_cidrs=context_list("public_access_cidrs"),
+        admin_role_arn=admin_role_arn,
+        public_access_cidrs=public_access_cidrs,
     )
     register_nag(app)
     if context("validate_templates") == "true":

@@ -20,8 +20,8 @@ from eks_inference.platform import PlatformSpec
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_PLATFORM = REPO / "deployments.yaml"
-# Shared reference data (CRDs, upstream samples) lives beside the checkout, never inside it.
-REFERENCE_DATA = REPO.parent / "shared" / "reference" / "data"
+# Upstream CRDs at the pinned versions, each with a header naming its source.
+CRDS = REPO / "tests" / "crds"
 
 CONTEXT = RenderContext(
     bucket_name="eks-inference-models-example",

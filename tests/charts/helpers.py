@@ -16,9 +16,9 @@ from eks_inference.charts.common import COMPILE_JOB_ROLE, COMPONENT_LABEL
 from eks_inference.node_pools import NodePool
 from eks_inference.platform import PlatformSpec
 from eks_inference.spec import ModelDeploymentSpec
-from tests.charts.conftest import REFERENCE_DATA
+from tests.charts.conftest import CRDS
 
-RAYSERVICE_CRD = REFERENCE_DATA / "crds" / "ray.io_rayservices.yaml"
+RAYSERVICE_CRD = CRDS / "ray.io_rayservices.yaml"
 # API groups of the custom resources the charts render (KubeRay, Prometheus Operator, KEDA):
 # validated against their CRDs; every other object against Kubernetes' own schemas.
 CUSTOM_RESOURCE_GROUPS = frozenset({"ray.io", "monitoring.coreos.com", "keda.sh"})

@@ -4,6 +4,7 @@ timeout."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from functools import cache
@@ -32,8 +33,10 @@ from eks_inference.charts.endpoint import (
     api_key_objects,
     strip_prefix_transform,
 )
+from eks_inference.charts.endpoint import ingress as render_ingress
 from eks_inference.charts.rayservice import KEEP_ALIVE_ANNOTATION, serve_service_name
 from eks_inference.charts.render import API_KEY_FILE, render_files, render_platform
+from eks_inference.charts.shipped import SHIPPED_PATH
 from eks_inference.charts.vllm import TERMINATION_GRACE_S
 from eks_inference.platform import PlatformSpec
 from eks_inference.routes import api_key_secret_name, idle_timeout_seconds
@@ -265,6 +268,7 @@ def test_one_load_balancer_serves_every_deployment(exposed: Rendered) -> None:
 
 
 def _path(ingress: dict[str, Any]) -> str:
+    """The one path of a deployment's Ingress: one listener rule per deployment."""
     (path,) = ingress["spec"]["rules"][0]["http"]["paths"]
     assert path["pathType"] == "Prefix"
     return str(path["path"])
@@ -276,7 +280,45 @@ def test_the_reference_load_balancer_is_internal_http_on_80(reference: Rendered)
         assert annotations["scheme"] == "internal"
         assert json.loads(annotations["listen-ports"]) == [{"HTTP": 80}]
         assert "certificate-arn" not in annotations
-        assert "inbound-cidrs" not in annotations
+
+
+def test_an_internal_load_balancer_accepts_only_the_vpc_by_default(reference: Rendered) -> None:
+    assert reference.platform.endpoint is not None
+    assert reference.platform.endpoint.source_cidrs == ()
+    for ingress in ingresses(reference).values():
+        assert alb(ingress)["inbound-cidrs"] == names.VPC_CIDR == "10.0.0.0/16"
+
+
+def _serving_policy_sources(objects: list[dict[str, Any]]) -> set[str]:
+    """The address ranges the serving port's NetworkPolicy admits."""
+    (serving,) = [
+        o for o in of_kind(objects, "NetworkPolicy") if o["metadata"]["name"].endswith("-serving")
+    ]
+    return {
+        peer["ipBlock"]["cidr"]
+        for rule in serving["spec"]["ingress"]
+        for peer in rule["from"]
+        if "ipBlock" in peer
+    }
+
+
+def test_an_internal_load_balancer_in_a_vpc_of_its_own_accepts_that_vpc(
+    reference_platform: PlatformSpec,
+) -> None:
+    """The Ingress's client networks and the policies' load-balancer source are one value: the
+    render context's VPC range, not the range of the VPC the stack would create."""
+    context = dataclasses.replace(CONTEXT, vpc_cidr="172.31.0.0/16")
+    rendered = render_platform(reference_platform, context)
+    assert rendered
+    for objects in rendered.values():
+        assert alb(one(objects, "Ingress"))["inbound-cidrs"] == "172.31.0.0/16"
+        assert _serving_policy_sources(objects) == {"172.31.0.0/16"}
+
+
+def test_listed_source_networks_are_kept_in_a_vpc_of_its_own() -> None:
+    context = dataclasses.replace(CONTEXT, vpc_cidr="172.31.0.0/16")
+    for objects in render_platform(PlatformSpec.model_validate(HOST_ROUTED), context).values():
+        assert alb(one(objects, "Ingress"))["inbound-cidrs"] == "203.0.113.0/24,198.51.100.0/24"
 
 
 def test_internet_facing_listens_on_https_only_with_tls_1_2_and_known_networks(
@@ -291,13 +333,25 @@ def test_internet_facing_listens_on_https_only_with_tls_1_2_and_known_networks(
         assert annotations["inbound-cidrs"] == "203.0.113.0/24,198.51.100.0/24"
 
 
+def test_an_internal_load_balancer_with_a_certificate_listens_on_https_only() -> None:
+    data = {**HOST_ROUTED, "endpoint": {"certificate_arn": CERTIFICATE}}
+    platform = PlatformSpec.model_validate(data)
+    for spec in platform.deployments:
+        route = platform.routes()[spec.name]
+        annotations = alb(render_ingress(spec, route, CONTEXT.vpc_cidr))
+        assert annotations["scheme"] == "internal"
+        assert json.loads(annotations["listen-ports"]) == [{"HTTPS": 443}]
+        assert annotations["ssl-policy"] == TLS_POLICY
+
+
 # -- routing -----------------------------------------------------------------------------------
 
 
-def test_path_routing_strips_the_prefix_before_the_server(reference: Rendered) -> None:
+def test_path_routing_forwards_only_the_api_and_strips_the_prefix(reference: Rendered) -> None:
     for name, ingress in ingresses(reference).items():
         route = reference.platform.routes()[name]
-        assert _path(ingress) == route.path == f"/{name}"
+        assert route.path == f"/{name}"
+        assert _path(ingress) == f"/{name}/v1"
         assert "host" not in ingress["spec"]["rules"][0]
         service = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"]
         (transform,) = json.loads(alb(ingress)[f"transforms.{service}"])
@@ -310,12 +364,23 @@ def test_path_routing_strips_the_prefix_before_the_server(reference: Rendered) -
         assert rewritten == "/v1/models"
 
 
-def test_host_routing_matches_the_whole_host_without_a_rewrite(host_routed: Rendered) -> None:
+def test_host_routing_forwards_only_the_api_without_a_rewrite(host_routed: Rendered) -> None:
     for name, ingress in ingresses(host_routed).items():
         (rule,) = ingress["spec"]["rules"]
         assert rule["host"] == f"{name}.models.example.com"
-        assert _path(ingress) == "/"
+        assert _path(ingress) == "/v1"
         assert not [key for key in alb(ingress) if key.startswith("transforms.")]
+
+
+def test_no_ingress_replaces_the_listeners_default_404(exposed: Rendered) -> None:
+    """Requests outside every API path get the listener's default action, which the controller
+    makes a fixed 404 only while no Ingress of the group sets a default backend."""
+    for ingress in ingresses(exposed).values():
+        assert "defaultBackend" not in ingress["spec"]
+        for rule in ingress["spec"]["rules"]:
+            for path in rule["http"]["paths"]:
+                assert path["path"] != "/" or "host" in rule
+        assert not [key for key in alb(ingress) if key.startswith("actions.")]
 
 
 # -- targets: health on the readiness route, draining as long as the pods live ---------------
@@ -407,13 +472,18 @@ def _secret_env(container: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for e in container.get("env", []) if "valueFrom" in e]
 
 
-def test_vllm_requires_the_key_from_the_secret_never_the_literal(exposed: Rendered) -> None:
+def test_vllm_reads_the_key_from_the_secret_into_its_environment_only(exposed: Rendered) -> None:
     vllm = [t for t in pod_templates(exposed.platform, exposed.objects) if t.role == "vllm"]
     assert vllm
     for template in vllm:
         args = template.server["args"]
-        flag = args.index("--api-key")
-        assert args[flag + 1] == f"$({API_KEY_ENV})" == "$(VLLM_API_KEY)"
+        # vLLM reads VLLM_API_KEY itself: the key is in no process's arguments and, on 0.16,
+        # not in the startup log's "non-default args" line either.
+        assert "--api-key" not in args
+        assert not [arg for arg in args if API_KEY_ENV in arg]
+        flag = args.index("--middleware")
+        assert args[flag + 1] == "api_key_auth.VLLMAPIKeyMiddleware"
+        assert template.env()["PYTHONPATH"] == SHIPPED_PATH
         assert _secret_env(template.server) == [
             {
                 "name": API_KEY_ENV,
@@ -441,18 +511,21 @@ def test_ray_head_and_workers_read_the_key_and_run_the_checked_applications(
         assert application["import_path"] == f"neuron_app:{builder}"
         app_maps = [m for m in of_kind(objects, "ConfigMap") if "neuron_app.py" in m["data"]]
         assert len(app_maps) == 1
+        assert "api_key_auth.py" in app_maps[0]["data"]
 
 
 def test_manifests_refer_to_the_key_and_never_hold_it(exposed: Rendered) -> None:
     text = "\n".join(exposed.files.values())
     assert "secretKeyRef" in text
-    assert re.search(r"--api-key\s*\n\s*- '?\$\(VLLM_API_KEY\)", text)
+    # No container argument names the key (the shipped sources in ConfigMaps may mention it).
+    assert not re.search(r"^\s*- '?--api-key'?$", text, re.MULTILINE)
+    assert "$(VLLM_API_KEY)" not in text
 
 
 def test_servers_not_exposed_need_no_key(variants: Rendered) -> None:
     for template in pod_templates(variants.platform, variants.objects):
         assert not _secret_env(template.server)
-        assert "--api-key" not in template.server.get("args", [])
+        assert "--middleware" not in template.server.get("args", [])
     assert not [o for o in variants.all_objects() if o["kind"] == "Ingress"]
 
 
@@ -482,6 +555,14 @@ def test_needs_name_the_ingress_class_and_the_secret(reference_platform: Platfor
 def test_no_endpoint_chart_without_a_route(reference_platform: PlatformSpec) -> None:
     spec = reference_platform.deployments[0]
     assert endpoint_charts(cdk8s.App(), spec, None) == []
+
+
+def test_the_ingress_needs_the_deployment_rendered_first(reference_platform: PlatformSpec) -> None:
+    """The Ingress takes the deployment's render context (its VPC range) from its charts."""
+    spec = reference_platform.deployments[0]
+    route = reference_platform.route(spec)
+    with pytest.raises(ValueError, match="render deployment_charts"):
+        endpoint_charts(cdk8s.App(), spec, route)
 
 
 def _secret_refs(value: Any) -> set[str]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from typing import Any
 
 from eks_inference import names
 from eks_inference.charts.common import RAY_UID
 from eks_inference.sizing import pod_resources
+from eks_inference.versions import AWS_CLI_IMAGE, NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
 from tests.charts.conftest import Rendered
 from tests.charts.helpers import of_kind, pod_templates
 
@@ -127,3 +130,46 @@ def test_neuron_scheduler_only_when_a_pod_takes_part_of_a_node(rendered: Rendere
         assert ("schedulerName" in template.spec) is partial
         if partial:
             assert template.spec["schedulerName"] == names.NEURON_SCHEDULER_NAME
+
+
+def _workload_pods(rendered: Rendered) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(name, pod spec)`` of every pod a deployment renders, its compile Job's included."""
+    for template in pod_templates(rendered.platform, rendered.objects):
+        yield f"{template.deployment.name}/{template.role}", template.spec
+    for job in of_kind(rendered.all_objects(), "Job"):
+        yield job["metadata"]["name"], job["spec"]["template"]["spec"]
+
+
+def test_every_container_drops_all_capabilities_under_the_runtime_seccomp_profile(
+    rendered: Rendered,
+) -> None:
+    pods = list(_workload_pods(rendered))
+    assert any(name.endswith("/vllm") for name, _ in pods)
+    assert any("/" not in name for name, _ in pods), "no compile Job rendered"
+    for name, spec in pods:
+        pod_seccomp = spec.get("securityContext", {}).get("seccompProfile")
+        for container in (*spec.get("initContainers", []), *spec["containers"]):
+            security = container["securityContext"]
+            where = (name, container["name"])
+            assert security["capabilities"] == {"drop": ["ALL"]}, where
+            assert security["allowPrivilegeEscalation"] is False, where
+            assert security.get("privileged", False) is False, where
+            seccomp = security.get("seccompProfile", pod_seccomp)
+            assert seccomp == {"type": "RuntimeDefault"}, where
+
+
+def test_root_containers_are_only_those_of_images_without_another_user(
+    rendered: Rendered,
+) -> None:
+    root_images = {VLLM_GPU_IMAGE, NEURON_VLLM_IMAGE, AWS_CLI_IMAGE}
+    for name, spec in _workload_pods(rendered):
+        pod_security = spec.get("securityContext", {})
+        for container in (*spec.get("initContainers", []), *spec["containers"]):
+            security = {**pod_security, **container["securityContext"]}
+            where = (name, container["name"], container["image"])
+            if container["image"] in root_images:
+                assert security["runAsNonRoot"] is False, where
+                assert security["readOnlyRootFilesystem"] is True, where
+            else:
+                assert security["runAsNonRoot"] is True, where
+                assert security["runAsUser"] == RAY_UID, where

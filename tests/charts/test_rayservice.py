@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from eks_inference import names
 from eks_inference.charts.common import (
     API_KEY_ENV,
@@ -17,7 +15,8 @@ from eks_inference.charts.engine import (
     max_ongoing_requests,
     neuron_app_args,
 )
-from eks_inference.charts.rayservice import SERVE_APP_PATH, neuron_app_source
+from eks_inference.charts.rayservice import SERVE_APP_MODULES
+from eks_inference.charts.shipped import SHIPPED_PATH, code_digest, module_file, module_source
 from eks_inference.load_budget import rollout_seconds
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.versions import RAY_LLM_GPU_IMAGE, RAY_VERSION
@@ -133,13 +132,15 @@ def test_neuron_application_is_the_projects_own(rendered: Rendered) -> None:
 
         # The deployment's ConfigMaps: this one, and its Grafana dashboard.
         (config_map,) = [o for o in of_kind(objects, "ConfigMap") if "neuron_app.py" in o["data"]]
-        assert config_map["data"] == {"neuron_app.py": neuron_app_source()}
-        digest = hashlib.sha256(neuron_app_source().encode()).hexdigest()
+        files = {module_file(m): module_source(m) for m in SERVE_APP_MODULES}
+        assert config_map["data"] == files
+        assert set(files) == {"neuron_app.py", "api_key_auth.py"}
+        digest = code_digest(files)
         for template in pod_templates(rendered.platform, {spec.name: objects}):
             assert template.server["image"] == CONTEXT.neuron_ray_image
             env = template.env()
-            assert env["PYTHONPATH"] == SERVE_APP_PATH
-            mount = template.mounts()[SERVE_APP_PATH]
+            assert env["PYTHONPATH"] == SHIPPED_PATH
+            mount = template.mounts()[SHIPPED_PATH]
             volume = template.volume(mount["name"])
             assert volume["configMap"]["name"] == config_map["metadata"]["name"]
         service = one(objects, "RayService")
@@ -184,3 +185,33 @@ def test_service_account_is_the_deployments(rendered: Rendered) -> None:
     for spec in _ray_specs(rendered):
         account = one(serving_objects(rendered.objects[spec.name]), "ServiceAccount")
         assert account["metadata"]["name"] == names.service_account_name(spec.name)
+
+
+# KubeRay 1.7.0 refuses `authOptions.mode: token` below this Ray version
+# (ray-operator/controllers/ray/utils/validation.go).
+_MIN_TOKEN_AUTH_RAY = (2, 52, 0)
+
+
+def test_every_ray_cluster_requires_rays_token(rendered: Rendered) -> None:
+    """Without the token the dashboard's job API runs any caller's code on the head."""
+    services = of_kind(rendered.all_objects(), "RayService")
+    assert services
+    for service in services:
+        cluster = service["spec"]["rayClusterConfig"]
+        assert cluster["authOptions"] == {"mode": "token"}
+        # KubeRay makes the token and its Secret itself: nothing may name another Secret, and
+        # delegating to Kubernetes tokens is refused for RayServices.
+        assert "secretName" not in cluster["authOptions"]
+        assert "enableK8sTokenAuth" not in cluster["authOptions"]
+        version = tuple(int(part) for part in cluster["rayVersion"].split("."))
+        assert version >= _MIN_TOKEN_AUTH_RAY
+        # The variables KubeRay injects are not set by hand (it would keep a stale value).
+        for template in (
+            cluster["headGroupSpec"]["template"],
+            *(group["template"] for group in cluster["workerGroupSpecs"]),
+        ):
+            for container in template["spec"]["containers"]:
+                assert not {e["name"] for e in container.get("env", [])} & {
+                    "RAY_AUTH_MODE",
+                    "RAY_AUTH_TOKEN",
+                }

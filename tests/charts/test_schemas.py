@@ -4,7 +4,6 @@ KubeRay 1.7.0 CRD, Serve configs against Ray Serve's schema and the Neuron app's
 from __future__ import annotations
 
 import kubernetes_validate
-import pytest
 import yaml
 from ray.serve.schema import ServeDeploySchema
 
@@ -13,7 +12,6 @@ from eks_inference.serve.neuron_app import ServerConfig
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import Rendered
 from tests.charts.helpers import (
-    RAYSERVICE_CRD,
     is_custom_resource,
     of_kind,
     rayservice_schema_errors,
@@ -25,22 +23,20 @@ def test_core_objects_validate_strictly_against_kubernetes(rendered: Rendered) -
     """Strict mode rejects unknown fields as well as wrong types; schemas ship with the package."""
     core = [o for o in rendered.all_objects() if not is_custom_resource(o)]
     kinds = {o["kind"] for o in core}
-    assert kinds >= {"PersistentVolume", "PersistentVolumeClaim", "ServiceAccount"}
+    assert kinds >= {"PersistentVolume", "PersistentVolumeClaim", "ServiceAccount", "NetworkPolicy"}
     for obj in core:
         validated = kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
         assert validated == KUBERNETES_VERSION, obj["metadata"]["name"]
 
 
-def test_namespace_validates(rendered: Rendered) -> None:
-    (namespace,) = yaml.safe_load_all(rendered.files["namespace.yaml"])
-    kubernetes_validate.validate(namespace, KUBERNETES_VERSION, strict=True)
+def test_namespace_and_its_default_deny_policy_validate(rendered: Rendered) -> None:
+    namespace, policy = yaml.safe_load_all(rendered.files["namespace.yaml"])
+    for obj in (namespace, policy):
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     assert namespace["metadata"]["name"] == "inference"
+    assert policy["kind"] == "NetworkPolicy"
 
 
-@pytest.mark.skipif(
-    not RAYSERVICE_CRD.exists(),
-    reason=f"the KubeRay CRDs are read from the shared reference data, absent at {RAYSERVICE_CRD}",
-)
 def test_ray_services_validate_against_the_kuberay_crd(rendered: Rendered) -> None:
     services = of_kind(rendered.all_objects(), "RayService")
     assert services

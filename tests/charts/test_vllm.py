@@ -11,6 +11,14 @@ from eks_inference.charts.common import (
     SCRATCH_COMPILED_ARTIFACTS_PATH,
 )
 from eks_inference.charts.engine import REMOVED_VLLM_FLAGS, vllm_server_args
+from eks_inference.charts.shipped import (
+    API_KEY_AUTH_MODULE,
+    CODE_DIGEST_ANNOTATION,
+    SHIPPED_PATH,
+    VLLM_API_KEY_MIDDLEWARE,
+    code_digest,
+    module_source,
+)
 from eks_inference.load_budget import model_load_seconds
 from eks_inference.spec import ModelDeploymentSpec
 from eks_inference.versions import NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
@@ -233,3 +241,38 @@ def test_server_args_never_contain_removed_flags_for_any_reference_spec(
     for spec in reference.platform.deployments:
         args = vllm_server_args(spec, bucket_name=CONTEXT.bucket_name)
         assert not set(args) & REMOVED_VLLM_FLAGS
+
+
+def test_an_exposed_server_loads_the_shipped_key_check_with_its_middleware_flag(
+    reference: Rendered,
+) -> None:
+    """The key reaches vLLM only through VLLM_API_KEY; the project's check, shipped in the
+    deployment's ConfigMap on PYTHONPATH, is named by ``--middleware``."""
+    pods = _vllm_pods(reference)
+    assert pods
+    for pod in pods:
+        spec = pod.deployment
+        flags = _flags(pod.server["args"])
+        assert "--api-key" not in flags
+        assert flags["--middleware"] == VLLM_API_KEY_MIDDLEWARE
+        (config_map,) = [
+            c
+            for c in of_kind(reference.objects[spec.name], "ConfigMap")
+            if c["data"].keys() == {"api_key_auth.py"}
+        ]
+        assert config_map["data"]["api_key_auth.py"] == module_source(API_KEY_AUTH_MODULE)
+        mount = pod.mounts()[SHIPPED_PATH]
+        assert mount["readOnly"] is True
+        assert pod.volume(mount["name"])["configMap"]["name"] == config_map["metadata"]["name"]
+        assert pod.env()["PYTHONPATH"] == SHIPPED_PATH
+        deployment = one(reference.objects[spec.name], "Deployment")
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations[CODE_DIGEST_ANNOTATION] == code_digest(config_map["data"])
+
+
+def test_a_server_not_exposed_ships_no_code(variants: Rendered) -> None:
+    for pod in _vllm_pods(variants):
+        assert "--middleware" not in pod.server["args"]
+        assert SHIPPED_PATH not in pod.mounts()
+        config_maps = of_kind(variants.objects[pod.deployment.name], "ConfigMap")
+        assert all("api_key_auth.py" not in c["data"] for c in config_maps)

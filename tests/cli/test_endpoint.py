@@ -21,7 +21,7 @@ from typer.testing import Result
 
 from eks_inference.cli.endpoint import MAX_RESPONSE_BYTES, models_endpoint
 from eks_inference.platform import PlatformSpec
-from tests.cli.conftest import REFERENCE_PLATFORM
+from tests.cli.conftest import DRIP_INTERVAL_S, REFERENCE_PLATFORM
 
 KEY = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL"
 MODELS = {
@@ -34,6 +34,19 @@ MODELS = {
             "max_model_len": 8192,
         },
     ],
+}
+
+# Deep enough to exhaust Python's recursion limit in a naive parser, small enough to send.
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
+# What the platform's servers answer a missing or wrong key with (the API-key middleware in
+# front of every model server, under eks_inference/serve; OpenAI's error shape).
+PLATFORM_401 = {
+    "error": {
+        "message": "a valid API key is required: send Authorization: Bearer <key>",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_api_key",
+    }
 }
 
 
@@ -65,6 +78,11 @@ class _Handler(BaseHTTPRequestHandler):
                 503, {"error": {"message": "no healthy upstream"}}
             ),
             "/moved/v1/models": lambda: self._send(302, b"", headers={"Location": "/x"}),
+            "/deep/v1/models": lambda: self._send(200, DEEP_JSON, "application/json"),
+            "/deep-error/v1/models": lambda: self._send(500, DEEP_JSON, "application/json"),
+            "/platform-401/v1/models": lambda: self._json(401, PLATFORM_401),
+            # A path typed with a non-ASCII character arrives percent-encoded (UTF-8).
+            "/caf%C3%A9/v1/models": lambda: self._json(200, MODELS),
         }
         routes.get(self.path, lambda: self._json(404, {"error": "not found"}))()
 
@@ -327,3 +345,93 @@ def test_a_platform_file_exposing_to_the_internet_without_tls_is_refused(
         result, 2, "endpoint.certificate_arn: an internet-facing endpoint must use HTTPS"
     )
     assert not (tmp_path / "out").exists()
+
+
+# -- a total deadline, bounded parsing, hosts and paths ------------------------------------------
+
+
+@pytest.mark.usefixtures("with_key")
+def test_a_drip_feeding_server_is_cut_at_the_deadline(
+    cli: Callable[..., Result], drip_endpoint: str
+) -> None:
+    root = drip_endpoint
+    # Every read returns within the read timeout; only the deadline can end the exchange.
+    read_timeout = 4 * DRIP_INTERVAL_S
+    started = time.monotonic()
+    result = cli(
+        "models",
+        "--url",
+        f"{root}/mistral/v1",
+        "--read-timeout",
+        str(read_timeout),
+        "--deadline",
+        "1.5",
+    )
+    elapsed = time.monotonic() - started
+    _one_line_error(result, 1, "did not finish answering within 1.5 s (--deadline)")
+    assert 1.5 <= elapsed < 3, elapsed
+
+
+@pytest.mark.usefixtures("with_key")
+@pytest.mark.parametrize(
+    ("deployment", "expected"),
+    [
+        ("deep", "answered JSON nested deeper than 64 levels; that is not a model list"),
+        ("deep-error", "answered 500 Internal Server Error: [[[["),
+    ],
+)
+def test_deeply_nested_json_is_one_line_not_a_recursion_error(
+    cli: Callable[..., Result], endpoint: FakeEndpoint, deployment: str, expected: str
+) -> None:
+    url = endpoint.base_url.replace("/mistral/", f"/{deployment}/")
+    line = _one_line_error(cli("models", "--url", url), 1, expected)
+    assert len(line) < 400
+    assert "RecursionError" not in line
+
+
+@pytest.mark.usefixtures("with_key")
+def test_the_platform_401_is_one_line_with_its_message_and_code(
+    cli: Callable[..., Result], endpoint: FakeEndpoint
+) -> None:
+    url = endpoint.base_url.replace("/mistral/", "/platform-401/")
+    line = _one_line_error(cli("models", "--url", url), 1, "401 Unauthorized")
+    assert line.endswith(
+        "the API key was refused: a valid API key is required: send Authorization: Bearer "
+        "<key> (invalid_api_key)"
+    ), line
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("exa mple.com", "has whitespace in it"),
+        ("models..example.com", "has an empty label"),
+        (".example.com", "has an empty label"),
+        (f"{'a' * 70}.example.com", "has a label of 70 characters; DNS allows 63"),
+        ("models!.example.com", "that is not letters, digits and inner hyphens"),
+        ("-models.example.com", "that is not letters, digits and inner hyphens"),
+        (".".join(["a" * 60] * 5), "is 304 characters long; DNS allows 253"),
+    ],
+)
+def test_an_invalid_host_is_bad_input(cli: Callable[..., Result], host: str, expected: str) -> None:
+    _one_line_error(cli("models", "--url", f"http://{host}/v1", "--no-api-key"), 2, expected)
+
+
+def test_a_valid_host_goes_on_the_wire_in_ascii() -> None:
+    assert models_endpoint("http://Models.Example.com./v1").host == "models.example.com."
+    assert models_endpoint("http://bücher.example/v1").host == "xn--bcher-kva.example"
+    assert models_endpoint("http://internal_lb.corp:8080/v1").port == 8080
+    ipv6 = models_endpoint("http://[::1]:8000/v1")
+    assert ipv6.host == "::1"
+    assert ipv6.url == "http://[::1]:8000/v1/models"
+
+
+@pytest.mark.usefixtures("with_key")
+def test_a_non_ascii_path_is_sent_percent_encoded(
+    cli: Callable[..., Result], endpoint: FakeEndpoint
+) -> None:
+    url = endpoint.base_url.replace("/mistral/", "/café/")
+    result = cli("models", "--url", url)
+    assert result.exit_code == 0, result.stderr
+    assert "mistralai/Mistral-7B-Instruct-v0.1" in result.stdout
+    assert [r["path"] for r in endpoint.requests] == ["/caf%C3%A9/v1/models"]

@@ -139,6 +139,13 @@ def test_cluster_autoscaler_role_is_least_privilege(reference: Synthesized) -> N
                 "Statement": [
                     {
                         "Action": ["sts:AssumeRole", "sts:TagSession"],
+                        # This cluster's pods only (tests/stacks/test_least_privilege.py).
+                        "Condition": {
+                            "StringEquals": {
+                                "aws:SourceAccount": {"Ref": "AWS::AccountId"},
+                                "aws:RequestTag/eks-cluster-arn": Match.any_value(),
+                            },
+                        },
                         "Effect": "Allow",
                         "Principal": {"Service": "pods.eks.amazonaws.com"},
                     }

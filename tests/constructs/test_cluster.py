@@ -154,3 +154,29 @@ def test_vpc_spans_three_zones_with_private_node_subnets(reference: Synthesized)
         "AWS::EC2::VPCEndpoint", {"VpcEndpointType": "Gateway"}
     )
     reference.template.resource_count_is("AWS::EC2::FlowLog", 1)
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_the_vpc_cni_enforces_network_policies_and_the_namespace_denies_by_default(
+    reference: Synthesized,
+) -> None:
+    """Without the agent the API server keeps NetworkPolicies and nothing enforces them."""
+    (cni,) = [
+        a["Properties"]
+        for a in reference.resources("AWS::EKS::Addon").values()
+        if a["Properties"]["AddonName"] == "vpc-cni"
+    ]
+    assert json.loads(cni["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
+    namespace_manifests = [
+        json.loads(m["Properties"]["Manifest"])
+        for logical_id, m in reference.resources("Custom::AWSCDK-EKS-KubernetesResource").items()
+        if "InferenceNamespace" in logical_id
+    ]
+    (objects,) = namespace_manifests
+    (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    assert policy["metadata"]["namespace"] == "inference"
+    assert policy["spec"]["podSelector"] == {}
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["ingress"] == []
+    assert policy["spec"]["egress"] == []

@@ -125,13 +125,17 @@ def test_streamer_role_reads_only_its_weights_prefix(
         (("s3:GetObject",), (f"{BUCKET_ARN}/{prefix}*",), "{}"),
     }
     trust = deployment.template["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]
-    assert trust["Statement"] == [
-        {
-            "Action": ["sts:AssumeRole", "sts:TagSession"],
-            "Effect": "Allow",
-            "Principal": {"Service": "pods.eks.amazonaws.com"},
-        }
-    ]
+    (statement,) = trust["Statement"]
+    # This cluster's pods only (tests/stacks/test_least_privilege.py).
+    assert set(statement["Condition"]["StringEquals"]) == {
+        "aws:SourceAccount",
+        "aws:RequestTag/eks-cluster-arn",
+    }
+    assert {k: v for k, v in statement.items() if k != "Condition"} == {
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
+        "Effect": "Allow",
+        "Principal": {"Service": "pods.eks.amazonaws.com"},
+    }
 
 
 @synth
@@ -199,8 +203,12 @@ def test_pod_identity_associations_name_the_deployment_service_accounts(
         (names.INFERENCE_NAMESPACE, names.compile_service_account_name(NEURON)),
     }
     # The streamer's pods run as the associated service account.
-    (_, objects) = deployments[STREAMER].manifests()[0]
-    (pod_deployment,) = (o for o in objects if o["kind"] == "Deployment")
+    (pod_deployment,) = (
+        o
+        for _, objects in deployments[STREAMER].manifests()
+        for o in objects
+        if o["kind"] == "Deployment"
+    )
     assert pod_deployment["spec"]["template"]["spec"]["serviceAccountName"] == (
         names.service_account_name(STREAMER)
     )
@@ -223,9 +231,16 @@ def test_charts_are_applied_in_order_after_what_they_need(
         assert ids
     # Monitoring last: after the pods it scrapes (and the CRDs of kube-prometheus-stack).
     expected_roles = {
-        NEURON: ["model-weights", "neuron-artifacts", "rayservice", "monitoring", "endpoint"],
-        STREAMER: ["vllm", "monitoring", "endpoint"],
-        RAY_GPU: ["model-weights", "rayservice", "monitoring", "endpoint"],
+        NEURON: [
+            "network-policy",
+            "model-weights",
+            "neuron-artifacts",
+            "rayservice",
+            "monitoring",
+            "endpoint",
+        ],
+        STREAMER: ["network-policy", "vllm", "monitoring", "endpoint"],
+        RAY_GPU: ["network-policy", "model-weights", "rayservice", "monitoring", "endpoint"],
     }
     for name, deployment in deployments.items():
         spec = PLATFORM.deployment(name)
@@ -314,6 +329,7 @@ def test_another_app_can_apply_deployments_in_its_own_stack(tmp_path: Path) -> N
     assert neuron.server_identity is None
     assert neuron.compile_identity is not None
     assert [c.node.id for c in neuron.charts] == [
+        f"{NEURON}-network-policy",
         f"{NEURON}-model-weights",
         f"{NEURON}-neuron-artifacts",
         f"{NEURON}-rayservice",

@@ -72,16 +72,35 @@ def test_prometheus_and_grafana_run_on_the_system_pool_with_bounded_storage(
     claim = spec["storageSpec"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == STORAGE_CLASS
     assert claim["resources"]["requests"]["storage"] == PROMETHEUS_VOLUME
-    # Monitors and rules from every namespace, dashboards from every namespace.
+    # Monitors and rules from every namespace.
     assert spec["podMonitorSelectorNilUsesHelmValues"] is False
     assert spec["ruleSelectorNilUsesHelmValues"] is False
-    sidecar = values["grafana"]["sidecar"]["dashboards"]
-    assert (sidecar["label"], sidecar["searchNamespace"]) == (names.GRAFANA_DASHBOARD_LABEL, "ALL")
+    assert values["grafana"]["sidecar"]["dashboards"]["label"] == names.GRAFANA_DASHBOARD_LABEL
     assert values["grafana"]["adminPassword"] == ""
     assert values["fullnameOverride"] == names.KUBE_PROMETHEUS_STACK_NAME
     assert values["kube-state-metrics"]["metricLabelsAllowlist"] == [
         f"pods=[{','.join(KSM_POD_LABELS)}]"
     ]
+
+
+def test_grafana_reads_dashboards_only_from_the_platforms_namespaces(
+    reference: Synthesized,
+) -> None:
+    logical_id, chart = _chart(reference, versions.KUBE_PROMETHEUS_STACK_CHART.chart)
+    grafana = _values(chart)["grafana"]
+    # The Grafana chart (12.11.1, kube-prometheus-stack 88.5.3's) joins the list with commas
+    # into the sidecar's NAMESPACE, and with rbac.namespaced creates a Role in each of
+    # rbac.namespaces and its own namespace instead of a ClusterRole.
+    assert grafana["sidecar"]["dashboards"]["searchNamespace"] == ["inference", "monitoring"]
+    assert grafana["rbac"] == {"namespaced": True, "namespaces": ["inference"]}
+    # Those Roles need the inference namespace to exist when the chart is installed.
+    (namespace,) = [
+        k
+        for k, r in reference.resources("Custom::AWSCDK-EKS-KubernetesResource").items()
+        if '"kind":"Namespace"' in str(r["Properties"]["Manifest"])
+        and '"name":"inference"' in str(r["Properties"]["Manifest"])
+    ]
+    assert namespace in reference.templates[STACK_NAME]["Resources"][logical_id]["DependsOn"]
 
 
 def test_dcgm_exporter_runs_on_the_gpu_pool_with_pod_attribution(reference: Synthesized) -> None:

@@ -19,7 +19,6 @@ from ray import serve
 from eks_inference.charts.common import API_KEY_ENV
 from eks_inference.serve import neuron_app
 from eks_inference.serve.neuron_app import (
-    APIKeyMiddleware,
     OpenAIServer,
     ServerConfig,
     api_key_ingress,
@@ -96,22 +95,16 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
         ("POST", "/v1/chat/completions", CHAT),
         ("POST", "/v1/chat/completions", {**CHAT, "stream": True}),
         ("GET", "/v1/no-such-route", None),
+        ("GET", "/no-such-route", None),
+        ("OPTIONS", "/v1/chat/completions", None),
     ],
 )
-def test_v1_routes_reject_a_request_without_the_key(
+def test_every_route_but_health_rejects_a_request_without_the_key(
     app: FastAPI, engine: FakeEngine, method: str, path: str, payload: Any
 ) -> None:
     assert_unauthorized(request(app, method, path, payload))
     assert_unauthorized(request(app, method, path, payload, key="not-the-key"))
     assert engine.calls == []
-
-
-def test_the_key_is_compared_whole_and_exactly(app: FastAPI) -> None:
-    for header in (KEY, f"bearer {KEY}", f"Bearer {KEY}x", f"Bearer {KEY[:-1]}", "Bearer "):
-        result = asyncio.run(
-            call_app(app, "GET", "/v1/models", request_headers={"Authorization": header})
-        )
-        assert_unauthorized(result)
 
 
 def test_v1_routes_serve_a_request_with_the_key(app: FastAPI, engine: FakeEngine) -> None:
@@ -133,61 +126,6 @@ def test_health_stays_open_for_probes_and_load_balancer_checks(app: FastAPI) -> 
 def test_without_a_key_nothing_is_checked(engine: FakeEngine) -> None:
     open_app = OpenAIServer(CONFIG, engine).asgi_app()
     assert request(open_app, "GET", "/v1/models").status == 200
-
-
-# -- the middleware on its own ---------------------------------------------------------------
-
-
-async def _echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    await send({"type": "http.response.start", "status": 204, "headers": []})
-    await send({"type": "http.response.body", "body": b""})
-
-
-def test_preflights_and_other_paths_pass_unchecked() -> None:
-    middleware = APIKeyMiddleware(_echo, KEY)
-    assert request(middleware, "OPTIONS", "/v1/chat/completions").status == 204
-    assert request(middleware, "GET", "/-/healthz").status == 204
-    assert request(middleware, "GET", "/v1beta").status == 204
-    assert_unauthorized(request(middleware, "GET", "/v1"))
-
-
-def test_a_websocket_on_v1_without_the_key_is_closed() -> None:
-    sent: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "websocket.connect"}
-
-    scope = {"type": "websocket", "path": "/v1/realtime", "root_path": "", "headers": []}
-    asyncio.run(APIKeyMiddleware(_echo, KEY)(scope, receive, send))
-    assert sent == [{"type": "websocket.close", "code": 1008}]
-
-
-def test_paths_are_checked_below_the_root_path() -> None:
-    sent: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b""}
-
-    scope = {
-        "type": "http",
-        "method": "GET",
-        "path": "/prefix/v1/models",
-        "root_path": "/prefix",
-        "headers": [],
-    }
-    asyncio.run(APIKeyMiddleware(_echo, KEY)(scope, receive, send))
-    assert sent[0]["status"] == 401
-
-
-def test_an_empty_key_is_refused() -> None:
-    with pytest.raises(ValueError, match="non-empty"):
-        APIKeyMiddleware(_echo, "")
 
 
 # -- the replica reads the key from its environment ------------------------------------------
