@@ -19,12 +19,13 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 CDK := node_modules/.bin/cdk --no-notices --no-version-reporting
 
-.PHONY: help setup setup-dev synth manifests deploy test lint bench clean
+.PHONY: help setup setup-dev synth manifests deploy cdk test lint bench clean
 
 help:
 	@echo "make synth   set up if needed, write k8s_manifests/ and synthesize the reference app into cdk.out/"
 	@echo "make test    set up if needed, run lint, types and the whole test suite"
 	@echo "make deploy  cdk deploy InferenceStack (needs AWS credentials)"
+	@echo "make cdk ARGS='...'  any other cdk command (pinned CLI and Node), e.g. ARGS='diff'"
 	@echo "make bench   synth and manifest benchmarks, written to bench/results.json"
 
 $(BIN)/python:
@@ -57,6 +58,11 @@ synth: setup manifests
 
 deploy: setup
 	$(CDK) deploy InferenceStack
+
+# Any other CDK CLI command, run by the pinned CLI on the pinned Node (a shell outside make has
+# neither on PATH): make cdk ARGS="synth -c node_provisioning=karpenter".
+cdk: setup
+	$(CDK) $(ARGS)
 
 lint: setup-dev
 	$(BIN)/ruff check .

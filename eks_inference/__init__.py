@@ -3,6 +3,8 @@
 The spec layer (:class:`ModelDeploymentSpec`, :class:`PlatformSpec`, :class:`NodePool`) is
 plain Python and imports nothing from CDK. The constructs and the stack load aws-cdk-lib (and
 with it a Node.js process) only when first used, so the CLI and manifest rendering stay fast.
+Importing the package points jsii at the Node.js 24 the package depends on
+(:mod:`eks_inference.nodejs`), so that process is never an end-of-life Node found on ``PATH``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from eks_inference.node_pools import NodePool, Taint
+from eks_inference.nodejs import use_pinned_node
 from eks_inference.platform import Placement, PlatformSpec
 from eks_inference.spec import (
     Limits,
@@ -23,22 +26,41 @@ from eks_inference.spec import (
 
 if TYPE_CHECKING:
     from eks_inference.constructs import (
+        ApiKeys,
         InferenceAddons,
         InferenceCluster,
         InferenceObservability,
+        KarpenterNodeProvisioning,
+        LoadBalancerController,
         ModelBucket,
         ModelDeployment,
+        NeuronRayImage,
+        PodIdentity,
+        PoolNodegroup,
     )
-    from eks_inference.stacks import InferenceStack
+    from eks_inference.stacks import DeploymentStack, InferenceStack
 
-_LAZY = {
-    "InferenceAddons": "eks_inference.constructs",
-    "InferenceCluster": "eks_inference.constructs",
-    "InferenceObservability": "eks_inference.constructs",
-    "ModelBucket": "eks_inference.constructs",
-    "ModelDeployment": "eks_inference.constructs",
-    "InferenceStack": "eks_inference.stacks",
+# Every construct, and the records their methods return, by the subpackage that defines it.
+_LAZY_MODULES = {
+    "eks_inference.constructs": (
+        "ApiKeys",
+        "InferenceAddons",
+        "InferenceCluster",
+        "InferenceObservability",
+        "KarpenterNodeProvisioning",
+        "LoadBalancerController",
+        "ModelBucket",
+        "ModelDeployment",
+        "NeuronRayImage",
+        "PodIdentity",
+        "PoolNodegroup",
+    ),
+    "eks_inference.stacks": ("DeploymentStack", "InferenceStack"),
 }
+_LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
+
+# Before any module of the package can import a jsii library, which starts jsii's Node.js.
+use_pinned_node()
 
 
 def __getattr__(name: str) -> Any:
@@ -49,19 +71,26 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ApiKeys",
+    "DeploymentStack",
     "InferenceAddons",
     "InferenceCluster",
     "InferenceObservability",
     "InferenceStack",
+    "KarpenterNodeProvisioning",
     "Limits",
+    "LoadBalancerController",
     "ModelBucket",
     "ModelDeployment",
     "ModelDeploymentSpec",
     "ModelRef",
     "NeuronOptions",
+    "NeuronRayImage",
     "NodePool",
     "Placement",
     "PlatformSpec",
+    "PodIdentity",
+    "PoolNodegroup",
     "Scaling",
     "Taint",
     "Weights",

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eks_inference.aws_types import CapacityType
-from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType
+from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType, by_size
 from eks_inference.names import (
     NEURON_DEVICE_RESOURCE,
     NEURONCORE_RESOURCE,
@@ -139,7 +139,8 @@ class NodePool(BaseModel):
         unknown = [t for t in self.instance_types if t not in INSTANCE_TYPES]
         if unknown:
             problems.append(
-                f"unknown instance types {unknown}; known: {', '.join(sorted(INSTANCE_TYPES))}"
+                f"unknown instance types {unknown}; known: "
+                f"{', '.join(sorted(INSTANCE_TYPES, key=by_size))}"
             )
         else:
             kinds = {INSTANCE_TYPES[t].accelerator for t in self.instance_types}

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from eks_inference import sizing, spec_file
+from eks_inference import cloudformation_limits, sizing, spec_file, versions
 from eks_inference.aws_types import AccountId, BucketName, Region
 from eks_inference.catalog import Accelerator
 from eks_inference.endpoints import Endpoint
@@ -34,8 +34,7 @@ from eks_inference.node_pools import (
 )
 from eks_inference.routes import Route, check_routes, resolve_routes
 from eks_inference.spec import ModelDeploymentSpec
-from eks_inference.validation import Problems, Rule, validate_with_rules
-from eks_inference.versions import KUBERNETES_VERSION
+from eks_inference.validation import Problems, Rule, rule_error, validate_with_rules
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,11 @@ class PlatformSpec(BaseModel):
         description="Account the manifests in k8s_manifests/ name images in (container assets); "
         "synth itself stays environment-agnostic.",
     )
-    kubernetes_version: str = KUBERNETES_VERSION
+    kubernetes_version: str = Field(
+        default=versions.KUBERNETES_VERSION,
+        description="Kubernetes minor version of the cluster; one of those "
+        "eks_inference.versions.KUBERNETES_RELEASES pins a kubectl layer and add-on images for.",
+    )
     model_bucket_name: BucketName
     node_pools: tuple[NodePool, ...] = Field(min_length=1)
     node_provisioning: NodeProvisioning = Field(
@@ -124,6 +127,19 @@ class PlatformSpec(BaseModel):
             if d.name == name:
                 return d
         raise KeyError(f"no deployment {name!r}; known: {[d.name for d in self.deployments]}")
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _check_kubernetes_version(cls, version: str) -> str:
+        """Refuse a version the library pins no kubectl layer and add-on images for.
+
+        Without this, an unsupported version passed ``plan`` and ``manifests`` and failed only
+        when the cluster was built at synth.
+        """
+        if version not in versions.KUBERNETES_RELEASES:
+            supported = ", ".join(sorted(versions.KUBERNETES_RELEASES))
+            raise rule_error(f"Kubernetes {version} is not supported; use one of {supported}")
+        return version
 
     @field_validator("node_pools")
     @classmethod
@@ -250,6 +266,69 @@ def _check_routes(platform: PlatformSpec, problems: Problems) -> None:
     check_routes(platform.cluster_name, platform.endpoint, platform.deployments, problems)
 
 
+def _check_cloudformation_limits(platform: PlatformSpec, problems: Problems) -> None:
+    """The parent stack fits CloudFormation's quotas, or the list that grows it is named.
+
+    Checked here so that ``plan`` and ``manifests`` refuse what synth or deploy would (CDK
+    fails synth beyond 500 resources; CloudFormation refuses more outputs or a larger
+    template), see :mod:`eks_inference.cloudformation_limits`.
+    """
+    limits = cloudformation_limits
+    use = limits.parent_stack_use(
+        platform.node_pools,
+        platform.node_provisioning,
+        platform.deployments,
+        platform.endpoint,
+        platform.routes(),
+    )
+    pools, deployments = len(platform.node_pools), len(platform.deployments)
+    named: set[str] = set()
+    for quota, limit in (
+        ("resources", limits.MAX_RESOURCES),
+        ("template_bytes", limits.MAX_TEMPLATE_BYTES),
+    ):
+        used = getattr(use.total, quota)
+        by_pools, by_deployments = getattr(use.node_pools, quota), getattr(use.deployments, quota)
+        field, count, share, per = (
+            ("node_pools", pools, by_pools, getattr(use.per_node_pool, quota))
+            if by_pools >= by_deployments
+            else ("deployments", deployments, by_deployments, getattr(use.per_deployment, quota))
+        )
+        if used <= limit or field in named:
+            continue
+        named.add(field)
+        allowed = max(0, count - -(-(used - limit) // per))
+        if quota == "resources":
+            amount = (
+                f"stack would have {used:,} resources, over CloudFormation's {limit:,} per stack"
+            )
+            shares = f"{share:,} of them"
+        else:
+            amount = (
+                f"stack template would be about {used // 1000:,} KB, over CloudFormation's "
+                f"{limit // 1000:,} KB per template"
+            )
+            shares = f"{share // 1000:,} KB of it"
+        karpenter = (
+            " (or node_provisioning: karpenter, whose pools are no stack resources)"
+            if field == "node_pools" and quota == "resources"
+            else ""
+        )
+        problems.add(
+            (field,),
+            f"the {amount}; its {count} {field.replace('_', ' ')} make {shares}: use at "
+            f"most {allowed}{karpenter}, or split them over two platforms",
+        )
+    if use.total.outputs > limits.MAX_OUTPUTS:
+        over = use.total.outputs - limits.MAX_OUTPUTS
+        problems.add(
+            ("deployments",),
+            f"the stack would have {use.total.outputs} outputs (one base URL per exposed "
+            f"deployment), over CloudFormation's {limits.MAX_OUTPUTS} per stack; expose "
+            f"{over} fewer deployments",
+        )
+
+
 def _check_unique(problems: Problems, names: list[str]) -> None:
     seen: set[str] = set()
     for i, name in enumerate(names):
@@ -264,4 +343,8 @@ _RULES = (
     Rule(frozenset({"node_pools", "deployments"}), _check_compile_disks),
     Rule(frozenset({"cluster_name", "endpoint", "deployments"}), _check_routes),
     Rule(frozenset({"cluster_name", "node_pools", "node_provisioning"}), _check_node_provisioning),
+    Rule(
+        frozenset({"cluster_name", "node_pools", "node_provisioning", "deployments", "endpoint"}),
+        _check_cloudformation_limits,
+    ),
 )

@@ -174,6 +174,16 @@ def max_num_seqs_that_fit(
     return max(free // fit.kv_cache_bytes, 0)
 
 
+def accelerator_units(instance: InstanceType, count: int) -> str:
+    """``count`` of the units tensor parallelism counts on ``instance``, named as such.
+
+    The unit is a GPU on NVIDIA instances and a NeuronCore on Inferentia2 (two per chip), so
+    that "8 GPUs" is not called "8 cores".
+    """
+    unit = "GPU" if instance.accelerator is Accelerator.NVIDIA else "NeuronCore"
+    return f"{count} {unit}{'' if count == 1 else 's'}"
+
+
 def tensor_parallel_problem(
     model: ModelArchitecture, instance: InstanceType, tensor_parallel_size: int
 ) -> str | None:

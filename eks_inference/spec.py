@@ -32,6 +32,7 @@ from eks_inference.catalog import (
     Accelerator,
     InstanceType,
     ModelArchitecture,
+    by_size,
 )
 from eks_inference.endpoints import DeploymentEndpoint
 from eks_inference.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
@@ -73,7 +74,8 @@ def _accelerator_instance_type(name: str) -> str:
     instance = INSTANCE_TYPES.get(name)
     if instance is None or instance.accelerator is Accelerator.NONE:
         accelerated = sorted(
-            n for n, t in INSTANCE_TYPES.items() if t.accelerator is not Accelerator.NONE
+            (n for n, t in INSTANCE_TYPES.items() if t.accelerator is not Accelerator.NONE),
+            key=by_size,
         )
         raise rule_error(
             f"{name!r} is not an accelerator instance type in the catalog; use one of "
@@ -460,8 +462,9 @@ def _check_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
         f"weights ({sizing.gib(fit.weight_bytes):.1f} GiB{padding}) plus KV cache for "
         f"{limits.max_num_seqs} x {limits.max_model_len} tokens "
         f"({sizing.gib(fit.kv_cache_bytes):.1f} GiB) exceed the "
-        f"{sizing.gib(fit.capacity_bytes):.1f} GiB usable on {spec.tensor_parallel_size} "
-        f"core(s) of {instance.name}; use {' or '.join(fixes)}",
+        f"{sizing.gib(fit.capacity_bytes):.1f} GiB usable on "
+        f"{sizing.accelerator_units(instance, spec.tensor_parallel_size)} of {instance.name}; "
+        f"use {' or '.join(fixes)}",
         spec.tensor_parallel_size,
     )
 

@@ -6,10 +6,31 @@ deployment), expands aliases without bound (a few KB that render gigabytes), rec
 level of nesting (a traceback), and converts integers of any length. :func:`load` rejects all
 of these with a :class:`SpecFileError` naming the file and line, in time and memory bounded by
 :data:`MAX_FILE_BYTES`.
+
+Only a regular file is read: a FIFO would block the reader forever and a device may never end,
+so anything else is refused before it is opened for reading.
+
+Plain scalars mean what YAML 1.2's core schema says, and a plain scalar that YAML 1.1 reads
+differently is refused. PyYAML implements YAML 1.1, where ``012`` is 10, ``1:30`` is 90 and
+``no`` is false; YAML 1.2 (the version editors, ``yq`` and most other libraries read) makes
+them 12 and two strings. Resolving by either version alone would surprise the readers of the
+other, silently; refusing the forms the two disagree on, with the spelling that means the same
+to both, keeps a spec file one document whatever reads it. Integers are also written in
+decimal (``0x10`` is refused): spec values count cores, tokens and replicas, and a hexadecimal
+one is a typo or a string that lost its quotes.
+
+Explicit tags (``!!int``, ``!!binary``, ``!foo``) are refused: the spec's types come from its
+fields, a tag can only contradict them (``!!str 8192`` for a count), and the constructors of the
+standard tags fail on odd values with exceptions that are not about the file.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,8 +39,8 @@ import yaml
 
 # CloudFormation's limits stop a platform at about 300 deployments (README, "Performance and
 # scale"), some 150 KB of YAML at 500 bytes each; the reference file is 2 KB. Reading stops
-# here, so a wrong path (a model file, /dev/zero) fails at once, and the worst file accepted
-# (half a megabyte of tiny nodes) parses in under three seconds and 150 MB.
+# here, so a wrong path (a model file) fails at once; with MAX_NODES, the worst file accepted
+# parses in a third of a second of CPU time.
 MAX_FILE_BYTES = 512 * 1024
 # Collections nested in one another: a platform file's deepest is the sixth (the file,
 # deployments, a deployment, neuron, overrides, on_device_sampling_config); twenty leave room
@@ -31,6 +52,11 @@ MAX_DEPTH = 20
 # its bytes; aliases may repeat content up to this much, but not multiply it (nine nested
 # aliases of ten items each are a thousand million nodes).
 MAX_EXPANDED_SIZE = 2 * MAX_FILE_BYTES
+# Keys, values and items of the file (aliases counting once). The reference file has 149 for
+# three deployments, some 36 per deployment; 300 deployments with endpoints and overrides stay
+# under half of this. A file of tiny nodes under MAX_FILE_BYTES may hold eight times as many,
+# which take seconds to build and validate; refused while the file is read, they cost little.
+MAX_NODES = 20_000
 # Spec integers count cores, tokens, replicas, bytes or GiB: 64 bits hold them all, as they
 # hold every integer of the Kubernetes and CloudFormation documents rendered from them.
 MAX_INTEGER = 2**63 - 1
@@ -39,8 +65,26 @@ MAX_INTEGER = 2**63 - 1
 # with a ValueError that would surface as a traceback).
 _MAX_INTEGER_CHARACTERS = 100
 
+_NULL_TAG = "tag:yaml.org,2002:null"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
 _INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_STR_TAG = "tag:yaml.org,2002:str"
+
+# The YAML 1.2 core schema's plain scalars (spec 1.2.2, section 10.3.2), with the merge key
+# ``<<`` that YAML 1.1 defines and YAML 1.2 libraries keep as an extension.
+_CORE_SCHEMA: tuple[tuple[str, str], ...] = (
+    (_NULL_TAG, r"^(?:~|null|Null|NULL|)$"),
+    (_BOOL_TAG, r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    (_INT_TAG, r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+    (
+        _FLOAT_TAG,
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+    ),
+    (_MERGE_TAG, r"^<<$"),
+)
 
 # libyaml's parser when PyYAML was built with it (fast, and not recursive), else PyYAML's own.
 try:
@@ -80,7 +124,11 @@ class _LimitError(Exception):
 
 
 class _SpecLoader(_BaseLoader):
-    """The safe loader, refusing duplicate keys and integers beyond 64 bits."""
+    """The safe loader with YAML 1.2 core-schema scalars, refusing duplicate keys and integers
+    beyond 64 bits."""
+
+    # Its own resolvers, the core schema's below, instead of the YAML 1.1 ones it inherits.
+    yaml_implicit_resolvers: dict[Any, Any] = {}
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         # Checked before the merge keys (<<) are flattened in: a key given explicitly may
@@ -107,28 +155,196 @@ class _SpecLoader(_BaseLoader):
                 f"integer {node.value[:20]}... of {len(node.value)} characters is out of range "
                 f"(at most {MAX_INTEGER})",
             )
-        value: int = self.construct_yaml_int(node)
+        value: int = _core_value(_INT_TAG, node.value)
         if abs(value) > MAX_INTEGER:
+            shown = node.value if len(node.value) <= 20 else node.value[:20] + "..."
             raise _LimitError(
-                node.start_mark, f"integer {value} is out of range (at most {MAX_INTEGER})"
+                node.start_mark, f"integer {shown} is out of range (at most {MAX_INTEGER})"
             )
         return value
 
+    def construct_core_scalar(self, node: yaml.ScalarNode) -> Any:
+        return _core_value(node.tag, node.value)
 
+
+for _tag, _pattern in _CORE_SCHEMA:
+    _SpecLoader.add_implicit_resolver(_tag, re.compile(_pattern), None)
 _SpecLoader.add_constructor(_INT_TAG, _SpecLoader.construct_bounded_int)
+# A merge key as a value (``a: <<``) is text, as YAML 1.2 reads it.
+for _tag in (_NULL_TAG, _BOOL_TAG, _FLOAT_TAG, _MERGE_TAG):
+    _SpecLoader.add_constructor(_tag, _SpecLoader.construct_core_scalar)
+
+
+def _core_value(tag: str, text: str) -> Any:
+    """The value of a plain scalar the core schema resolved to ``tag``."""
+    if tag == _NULL_TAG:
+        return None
+    if tag == _BOOL_TAG:
+        return text.lower() == "true"
+    if tag == _INT_TAG:
+        if text.startswith(("0o", "0x")):
+            return int(text[2:], 8 if text[1] == "o" else 16)
+        return int(text, 10)
+    if tag == _FLOAT_TAG:
+        lowered = text.lower()
+        if lowered.endswith(".nan"):
+            return math.nan
+        if lowered.endswith(".inf"):
+            return -math.inf if lowered.startswith("-") else math.inf
+        return float(text)
+    return text
+
+
+# Resolves plain scalars as the spec loader does (the resolver needs no document).
+_SPEC_RESOLVER = _SpecLoader("")
+
+# YAML 1.1 as PyYAML reads it: the resolver and constructors of its safe loader.
+_YAML_1_1_RESOLVER = yaml.resolver.Resolver()
+_YAML_1_1_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+# YAML 1.1's boolean type has these too (https://yaml.org/type/bool.html); PyYAML leaves them
+# out, other YAML 1.1 readers do not.
+_YAML_1_1_SHORT_BOOLEANS = frozenset("yYnN")
+
+
+def _plain_tag(resolver: yaml.resolver.BaseResolver, text: str) -> str:
+    """The tag ``resolver`` gives ``text`` as a plain scalar."""
+    tag: str = resolver.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    return tag
+
+
+def _yaml_1_1_value(text: str) -> tuple[bool, Any]:
+    """``(True, value)`` of a plain scalar read as YAML 1.1, or ``(False, None)`` when YAML 1.1
+    cannot build it (an impossible date, a ``=``): only a different reading, not a failed one,
+    counts as a disagreement."""
+    if text in _YAML_1_1_SHORT_BOOLEANS:
+        return True, text in "yY"
+    tag = _plain_tag(_YAML_1_1_RESOLVER, text)
+    if tag in (_STR_TAG, _MERGE_TAG):
+        return True, text
+    construct = _YAML_1_1_CONSTRUCTOR.yaml_constructors.get(tag)
+    if construct is None:
+        return False, None
+    try:
+        return True, construct(_YAML_1_1_CONSTRUCTOR, yaml.ScalarNode(tag, text))
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError):
+        return False, None
+
+
+def _same(first: Any, second: Any) -> bool:
+    if type(first) is not type(second):
+        return False
+    if isinstance(first, float) and math.isnan(first):
+        return math.isnan(second)
+    return bool(first == second)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return f"the number {_canonical(value)}"
+    if isinstance(value, str):
+        return f"the text {value!r}"
+    return f"a {type(value).__name__}"
+
+
+# What a plain scalar must start with for YAML 1.1 or 1.2 to read it as anything but text (the
+# first characters of every implicit resolver of either); the rest need no comparison, which
+# keeps a file of thousands of names fast.
+_MAYBE_TYPED = re.compile(r"^(?:[-+.0-9~<=yYnNtTfFoO]|$)")
+# Numbers both versions read alike (a decimal integer without leading zeros, a decimal
+# fraction), the most common typed scalars of a spec.
+_READ_ALIKE = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?$")
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_scalar_problem(text: str) -> str | None:
+    """Why a plain scalar is refused (see the module docstring), or ``None``."""
+    if not _MAYBE_TYPED.match(text) or _READ_ALIKE.match(text):
+        return None
+    tag = _plain_tag(_SPEC_RESOLVER, text)
+    if tag == _MERGE_TAG:
+        return None
+    if tag == _INT_TAG:
+        if len(text) > _MAX_INTEGER_CHARACTERS:
+            # Refused by the constructor, which says how long it is.
+            return None
+        if text.startswith("0x") and int(text[2:], 16) <= MAX_INTEGER:
+            return f"{text} is hexadecimal; write spec integers in decimal ({int(text[2:], 16)})"
+    core = _core_value(tag, text)
+    built, old = _yaml_1_1_value(text)
+    if not built or _same(old, core):
+        return None
+    plain = old if isinstance(core, str) else core
+    if plain is None or isinstance(plain, bool | int | float):
+        fix = f"write {_canonical(plain)}, or {text!r} in quotes for text"
+    else:
+        fix = f"write {text!r} in quotes"
+    return f"{text} is {_describe(old)} in YAML 1.1 but {_describe(core)} in YAML 1.2; {fix}"
+
+
+def _canonical(value: bool | int | float | None) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+    return str(value)
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """At most :data:`MAX_FILE_BYTES` + 1 bytes of ``path``, which must be a regular file.
+
+    ``stat`` refuses a FIFO or a device before anything opens it (opening a FIFO for reading
+    waits for a writer); the file is then opened without blocking and checked again, in case
+    the path was replaced in between.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise SpecFileError(path, f"not a regular file ({_file_kind(mode)}); give a YAML file")
+    # A missing file or one that cannot be opened fails here with its own OSError.
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with os.fdopen(descriptor, "rb") as stream:
+        opened = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(opened):
+            raise SpecFileError(
+                path, f"not a regular file ({_file_kind(opened)}); give a YAML file"
+            )
+        return stream.read(MAX_FILE_BYTES + 1)
+
+
+def _file_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), "a special file")
 
 
 def load(path: str | Path) -> Any:
     """The data of the YAML file at ``path``, checked against the limits of this module.
 
-    Raises :class:`SpecFileError` for a file over :data:`MAX_FILE_BYTES`, not UTF-8, not a
-    single YAML document, with a duplicate key, nested deeper than :data:`MAX_DEPTH`, expanding
+    Raises :class:`SpecFileError` for a path that is not a regular file, a file over
+    :data:`MAX_FILE_BYTES`, not UTF-8, not a single YAML document, of more than
+    :data:`MAX_NODES` nodes, with an explicit tag or a plain scalar YAML 1.1 and 1.2 read
+    differently, with a duplicate key, nested deeper than :data:`MAX_DEPTH`, expanding
     beyond :data:`MAX_EXPANDED_SIZE`, with a recursive alias or an integer beyond
     :data:`MAX_INTEGER`; ``OSError`` when the file cannot be read.
     """
     path = Path(path)
-    with path.open("rb") as stream:
-        data = stream.read(MAX_FILE_BYTES + 1)
+    data = _read_regular_file(path)
     if len(data) > MAX_FILE_BYTES:
         raise SpecFileError(
             path, f"larger than {MAX_FILE_BYTES // 1024} KiB; a spec file is a few KB of YAML"
@@ -156,6 +372,15 @@ def load(path: str | Path) -> Any:
         raise SpecFileError(path, f"not valid YAML ({first_line})") from None
 
 
+def _short_tag(tag: str) -> str:
+    """A tag as it is usually written: ``!!int`` for YAML's own, ``!<...>`` for a long one."""
+    if tag.startswith("tag:yaml.org,2002:"):
+        return "!!" + tag.removeprefix("tag:yaml.org,2002:")
+    if tag.startswith("!"):
+        return tag[:40]
+    return f"!<{tag[:40]}>"
+
+
 @dataclass
 class _Collection:
     """An open sequence or mapping while the events are read.
@@ -170,7 +395,9 @@ class _Collection:
 
 
 def _check_structure(text: str) -> None:
-    """Refuse nesting beyond :data:`MAX_DEPTH` and expansion beyond :data:`MAX_EXPANDED_SIZE`.
+    """Refuse nesting beyond :data:`MAX_DEPTH`, expansion beyond :data:`MAX_EXPANDED_SIZE`,
+    more than :data:`MAX_NODES` nodes, explicit tags and plain scalars YAML 1.1 and 1.2 read
+    differently.
 
     Reads the parser's events, which need no recursion however deep the document, and tracks
     the size and height each anchored node expands to, so that an alias counts for everything
@@ -179,6 +406,7 @@ def _check_structure(text: str) -> None:
     loader = _SpecLoader(text)
     open_collections: list[_Collection] = []
     anchors: dict[str, tuple[int, int]] = {}
+    nodes = 0
 
     def close(size: int, height: int, anchor: str | None, mark: _Mark | None) -> None:
         if anchor is not None:
@@ -198,6 +426,26 @@ def _check_structure(text: str) -> None:
     try:
         while loader.check_event():
             event = loader.get_event()
+            if isinstance(event, yaml.NodeEvent):
+                nodes += 1
+                if nodes > MAX_NODES:
+                    raise _LimitError(
+                        event.start_mark,
+                        f"more than {MAX_NODES} keys, values and items; a platform of 300 "
+                        "deployments has about 11000",
+                    )
+                # Scalars and collections carry a tag; aliases do not.
+                tag = getattr(event, "tag", None)
+                if tag is not None:
+                    raise _LimitError(
+                        event.start_mark,
+                        f"explicit YAML tag {_short_tag(tag)} is not accepted (a spec's fields "
+                        "give its types); write the value without it, in quotes for text",
+                    )
+            if isinstance(event, yaml.ScalarEvent) and event.implicit[0]:
+                problem = _plain_scalar_problem(event.value)
+                if problem is not None:
+                    raise _LimitError(event.start_mark, problem)
             if isinstance(event, yaml.CollectionStartEvent):
                 open_collections.append(_Collection(event.anchor))
                 if len(open_collections) > MAX_DEPTH:

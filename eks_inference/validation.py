@@ -5,23 +5,83 @@ Rules come in two kinds. A rule about one field is part of that field's type (an
 reads several fields is a :class:`Rule` of the model, run by :func:`validate_with_rules` from a
 wrap model validator: when some fields fail, the rules that read only fields that validated
 still run, so one validation lists every problem of a spec.
+
+Errors are also made readable here, once for every model: an unknown field names the field it
+most resembles ("did you mean tensor_parallel_size?") and the errors that only follow from the
+misspelling (the real field missing, or a rule reading its default) are left out; a mapping that
+shares no field with the model is one error saying so, instead of one per key; and a message
+echoes at most :data:`MAX_ECHOED_CHARACTERS` of any input it quotes, so that a 5,000-character
+name cannot make a 5,000-character error.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import UnionType
 from typing import Annotated, Any, Generic, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ModelWrapValidatorHandler, TypeAdapter, ValidationError
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 # The error type of every rule of the specs, so that callers can tell rules from parse errors.
 RULE_ERROR_TYPE = "deployment_rule"
+# A field the model does not have, with the field it most resembles when one is close.
+UNKNOWN_FIELD_ERROR_TYPE = "unknown_field"
+# A mapping none of whose keys is, or resembles, a field of the model: another kind of file.
+UNRELATED_MAPPING_ERROR_TYPE = "unrelated_mapping"
+# Quoted input beyond this many characters is cut: enough to recognise a name or a path (AWS
+# names are at most 63), far less than a pasted document.
+MAX_ECHOED_CHARACTERS = 40
+# A bracketed list of more items than this is shown by its first ones and its length: the
+# deployments sharing a pool, say, of which there may be hundreds. Lists of choices (block
+# sizes, degrees, instance types) are shorter, and kept whole.
+MAX_ECHOED_ITEMS = 20
+# How alike a key and a field name must be to suggest one for the other (difflib's ratio):
+# ``tensor_paralel_size`` and ``maxReplicas`` match their fields; ``replicas`` matches none.
+_SUGGESTION_CUTOFF = 0.75
+# Unknown keys beyond this many get no suggestion: a few misspellings are worth a search each,
+# thousands of keys are some other file, and comparing each would take seconds.
+_MAX_SEARCHED_KEYS = 50
+# The errors whose messages this library writes (rules, and ValueErrors of validators).
+_ECHOING_ERROR_TYPES = frozenset({RULE_ERROR_TYPE, "value_error", "assertion_error"})
+# Quoted text, as repr() quotes it; matched left to right, so that each pair of quotes is one.
+_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+# A list as repr() writes it, with no list inside.
+_LISTED = re.compile(r"\[([^\[\]]*)\]")
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def shorten(message: str) -> str:
+    """``message`` with quoted inputs cut to :data:`MAX_ECHOED_CHARACTERS` and listed ones to
+    :data:`MAX_ECHOED_ITEMS`; the rest of it (what is wrong, what would work) is kept whole."""
+
+    def cut(match: re.Match[str]) -> str:
+        quoted = match[1] if match[1] is not None else match[2]
+        if len(quoted) <= MAX_ECHOED_CHARACTERS:
+            return match[0]
+        return f"'{quoted[:MAX_ECHOED_CHARACTERS]}...' ({len(quoted)} characters)"
+
+    def first_items(match: re.Match[str]) -> str:
+        items = match[1].split(", ")
+        if len(items) <= MAX_ECHOED_ITEMS:
+            return match[0]
+        return f"[{', '.join(items[: MAX_ECHOED_ITEMS // 2])}, ... ({len(items)} in all)]"
+
+    return _LISTED.sub(first_items, _QUOTED.sub(cut, message))
+
+
+def _shown(detail: ErrorDetails) -> str:
+    """The message of ``detail``, shortened where it may quote an input: pydantic's own
+    messages never do (they quote patterns and choices, which are kept whole), the messages of
+    this library's validators may."""
+    if detail["type"] in _ECHOING_ERROR_TYPES:
+        return shorten(detail["msg"])
+    return detail["msg"]
 
 
 def rule_error(message: str) -> PydanticCustomError:
@@ -47,15 +107,21 @@ class Problems:
         self._errors: list[InitErrorDetails] = []
 
     def add(self, loc: Sequence[str | int], message: str, value: Any = None) -> None:
-        self._errors.append(InitErrorDetails(type=rule_error(message), loc=tuple(loc), input=value))
+        self._errors.append(
+            InitErrorDetails(type=rule_error(shorten(message)), loc=tuple(loc), input=value)
+        )
 
     def add_errors(self, error: ValidationError) -> None:
         """Keep pydantic's own errors (a field that failed) beside the rule problems."""
-        for detail in error.errors(include_url=False):
+        self.add_details(error.errors(include_url=False))
+
+    def add_details(self, details: Sequence[ErrorDetails]) -> None:
+        """Keep errors as pydantic reports them (type, location, message, input)."""
+        for detail in details:
             self._errors.append(
                 InitErrorDetails(
                     type=PydanticCustomError(
-                        detail["type"], "{message}", {"message": detail["msg"]}
+                        detail["type"], "{message}", {"message": _shown(detail)}
                     ),
                     loc=detail["loc"],
                     input=detail["input"],
@@ -91,19 +157,27 @@ def validate_with_rules(
 ) -> ModelT:
     """Validate ``data`` as ``cls`` (through ``handler``), then apply ``rules``.
 
-    For use in a ``mode="wrap"`` model validator. When every field validates, every rule runs
-    on the model. When some fail, pydantic's errors are kept, the fields that did validate are
-    validated again on their own (inside nested models too), and the rules that read only those
-    run on a partial model, so their problems are reported together with the field errors.
+    For use in a ``mode="wrap"`` model validator. A mapping with no field of ``cls`` is one
+    error; unknown fields are explained as the module docstring says. When every field
+    validates, every rule runs on the model. When some fail, pydantic's errors are kept, the
+    fields that did validate are validated again on their own (inside nested models too), and
+    the rules that read only those run on a partial model, so their problems are reported
+    together with the field errors.
     """
     problems = Problems(cls.__name__)
+    if isinstance(data, Mapping):
+        unrelated = _unrelated_mapping(cls, data)
+        if unrelated is not None:
+            problems.add_details([unrelated])
+            problems.raise_if_any()
     try:
         model = handler(data)
     except ValidationError as error:
-        failed = [detail["loc"] for detail in error.errors()]
+        details, misspelled = _explain_unknown_fields(cls, data, error.errors(include_url=False))
+        failed = [detail["loc"] for detail in details] + misspelled
+        problems.add_details(details)
         if not isinstance(data, Mapping) or not all(failed):
-            raise
-        problems.add_errors(error)
+            problems.raise_if_any()
         model, valid = _partial_model(cls, data, failed)
     else:
         valid = set(cls.model_fields)
@@ -112,6 +186,107 @@ def validate_with_rules(
             rule.check(model, problems)
     problems.raise_if_any()
     return model
+
+
+def _field_names(cls: type[BaseModel]) -> list[str]:
+    return [field.alias or name for name, field in cls.model_fields.items()]
+
+
+def required_fields(cls: type[BaseModel]) -> list[str]:
+    """The fields of ``cls`` that have no default, as they are written in a spec."""
+    return [field.alias or name for name, field in cls.model_fields.items() if field.is_required()]
+
+
+def _unrelated_mapping(cls: type[BaseModel], data: Mapping[Any, Any]) -> ErrorDetails | None:
+    """One error for a mapping that is not this model at all (no key is or resembles a field).
+
+    Without it, another kind of file (a Kubernetes manifest, a long ``key: value`` listing)
+    would be reported key by key, as thousands of unknown fields.
+    """
+    names = _field_names(cls)
+    keys = [key for key in data if isinstance(key, str)]
+    if not data or set(keys) & set(names):
+        return None
+    # Resemblance is looked for among the first keys only: a misspelt spec has its fields near
+    # the top, and a listing of thousands of keys would take seconds to compare.
+    if any(
+        difflib.get_close_matches(key, names, 1, _SUGGESTION_CUTOFF)
+        for key in keys[:_MAX_SEARCHED_KEYS]
+    ):
+        return None
+    shown = ", ".join(repr(str(key))[:30] for key in list(data)[:3])
+    more = ", ..." if len(data) > 3 else ""
+    required = required_fields(cls)
+    expected = f"it needs {', '.join(required)}" if required else f"its fields: {', '.join(names)}"
+    message = f"none of its {len(data)} keys ({shown}{more}) is a {cls.__name__} field; {expected}"
+    return ErrorDetails(type=UNRELATED_MAPPING_ERROR_TYPE, loc=(), msg=message, input=None)
+
+
+def _explain_unknown_fields(
+    cls: type[BaseModel], data: Any, details: list[ErrorDetails]
+) -> tuple[list[ErrorDetails], list[tuple[int | str, ...]]]:
+    """``details`` with each unknown field told as such, and the locations of the fields meant.
+
+    An unknown key that resembles a field the data does not give is taken for a misspelling of
+    it: the message suggests the field, and the errors at that field (missing, or a rule that
+    read its default) are dropped, since they only follow from the misspelling. The fields meant
+    are returned so that the cross-field rules do not read them either.
+    """
+    meant: list[tuple[int | str, ...]] = []
+    explained: list[ErrorDetails] = []
+    searched = 0
+    for detail in details:
+        loc = detail["loc"]
+        if detail["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
+            explained.append(detail)
+            continue
+        model = _model_at(cls, loc[:-1]) if searched < _MAX_SEARCHED_KEYS else None
+        searched += 1
+        close = [] if model is None else _misspelt(loc[-1], model, _data_at(data, loc[:-1]))
+        message = "unknown field"
+        if close:
+            message += f"; did you mean {close[0]}?"
+            meant.append((*loc[:-1], close[0]))
+        explained.append(
+            ErrorDetails(type=UNKNOWN_FIELD_ERROR_TYPE, loc=loc, msg=message, input=detail["input"])
+        )
+    kept = [detail for detail in explained if not _follows_from(detail["loc"], meant)]
+    return kept, meant
+
+
+def _misspelt(key: str, model: type[BaseModel], given: Any) -> list[str]:
+    """The fields of ``model`` that ``key`` resembles and that ``given`` does not already set."""
+    close = difflib.get_close_matches(key, _field_names(model), 3, _SUGGESTION_CUTOFF)
+    return [name for name in close if not (isinstance(given, Mapping) and name in given)]
+
+
+def _follows_from(loc: tuple[int | str, ...], meant: list[tuple[int | str, ...]]) -> bool:
+    """Whether an error at ``loc`` is about a field meant by a misspelled key (or inside it)."""
+    return any(loc[: len(field)] == field for field in meant)
+
+
+def _model_at(cls: type[BaseModel], loc: Sequence[int | str]) -> type[BaseModel] | None:
+    """The model class of the object at ``loc`` inside a ``cls``, where the path leads to one.
+
+    Integer steps index a sequence of models (``deployments.2``) and need no lookup.
+    """
+    model: type[BaseModel] | None = cls
+    for step in loc:
+        if isinstance(step, int):
+            continue
+        if model is None or step not in model.model_fields:
+            return None
+        model = _model_class(model.model_fields[step].annotation, within_containers=True)
+    return model
+
+
+def _data_at(data: Any, loc: Sequence[int | str]) -> Any:
+    for step in loc:
+        try:
+            data = data[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
 
 
 def _validated(path: str, valid: set[str]) -> bool:
@@ -154,16 +329,23 @@ def _partial_model(
     return model, valid
 
 
-def _model_class(annotation: Any) -> type[BaseModel] | None:
-    """The model class of a field typed as a model, or as an optional one."""
+def _model_class(annotation: Any, within_containers: bool = False) -> type[BaseModel] | None:
+    """The model class of a field typed as a model, or as an optional one.
+
+    With ``within_containers``, also the model of a sequence of models (``tuple[NodePool, ...]``).
+    """
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
-    if get_origin(annotation) in (Union, UnionType):
+    origin = get_origin(annotation)
+    if origin in (Union, UnionType):
         models = [
             a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)
         ]
         if len(models) == 1:
             return models[0]
+    if within_containers and origin in (tuple, list):
+        args = get_args(annotation)
+        return _model_class(args[0], within_containers) if args else None
     return None
 
 

@@ -9,6 +9,7 @@ template metadata (and with them template sizes) are those of ``cdk synth``.
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,23 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE_PLATFORM = REPO / "deployments.yaml"
 STACK_NAME = "InferenceStack"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker, ignore SIGINT from the end of the session, when its results go out.
+
+    When the controller has every result it shuts its workers down, and execnet sends a
+    worker that is still tearing down after 5 s a SIGINT to stop it. A worker's last teardown
+    is mostly garbage collection of a large heap (pytest collects at unconfigure, to report
+    unraisable exceptions), so the interrupt lands in the first Python code a collection runs:
+    the gc callback Hypothesis registers (``gc_cumulative_time`` in
+    ``hypothesis.internal.conjecture.junkdrawer``). An exception there cannot propagate, so a
+    passing run ended with a stray ``KeyboardInterrupt`` traceback. Nothing is left to
+    interrupt: the results are reported, and execnet still ends a worker that has not
+    finished 10 s later.
+    """
+    if hasattr(session.config, "workerinput"):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def cdk_context() -> dict[str, Any]:

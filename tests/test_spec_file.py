@@ -1,13 +1,16 @@
 """Reading spec files (issue 13, items 6-8): no duplicate keys, and bounded size, depth,
 alias expansion and integers, each refused with a one-line :class:`SpecFileError` that names
 the file and the line, through ``PlatformSpec.from_yaml`` with libyaml's parser and through
-the module's own copy built with PyYAML's parser.
+the module's own copy built with PyYAML's parser. Issue 17: only regular files, no explicit
+tags, and no plain scalar that YAML 1.1 and YAML 1.2 read differently.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -17,7 +20,13 @@ import yaml
 
 from eks_inference import spec_file
 from eks_inference.platform import PlatformSpec
-from eks_inference.spec_file import MAX_DEPTH, MAX_FILE_BYTES, MAX_INTEGER, SpecFileError
+from eks_inference.spec_file import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_INTEGER,
+    MAX_NODES,
+    SpecFileError,
+)
 
 REFERENCE = Path(__file__).parent.parent / "deployments.yaml"
 REFERENCE_TEXT = REFERENCE.read_text()
@@ -163,7 +172,12 @@ BAD_FILES = [
     pytest.param("a: [\n", 2, "not valid YAML", id="unclosed"),
     pytest.param("a: \x00\n", None, "not valid YAML", id="nul"),
     pytest.param("a: *nowhere\n", 1, "not valid YAML", id="undefined-alias"),
-    pytest.param("a: !!python/object:os.system x\n", 1, "not valid YAML", id="python-tag"),
+    pytest.param(
+        "a: !!python/object:os.system x\n",
+        1,
+        "explicit YAML tag !!python/object:os.system is not accepted",
+        id="python-tag",
+    ),
     pytest.param(
         "# " + "x" * MAX_FILE_BYTES + "\n",
         None,
@@ -206,17 +220,195 @@ def test_a_fifty_megabyte_file_is_refused_without_reading_it(tmp_path: Path) -> 
 
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
-def test_an_endless_file_is_refused() -> None:
+def test_an_endless_device_is_refused_before_it_is_read() -> None:
     error = refused(Path("/dev/zero"))
-    assert error.reason.startswith("larger than")
+    assert error.reason.startswith("not a regular file (a character device)")
 
 
 def test_the_largest_file_without_aliases_is_accepted(tmp_path: Path) -> None:
-    # The tiniest nodes there are: the expansion cap must not refuse a file under the size cap.
-    items = (MAX_FILE_BYTES - 2) // 2
-    data = spec_file.load(write(tmp_path, "[" + "a," * items + "]"))
+    # As many nodes as allowed, as long as the size cap allows: the expansion cap must not
+    # refuse a file under both.
+    items = MAX_NODES - 1
+    length = (MAX_FILE_BYTES - 2) // items - 1
+    text = "[" + ",".join(["a" * length] * items) + "]"
+    assert len(text) <= MAX_FILE_BYTES
+    data = spec_file.load(write(tmp_path, text))
     assert len(data) == items
+
+
+def test_a_file_of_more_nodes_than_a_platform_has_is_refused_while_it_is_read(
+    tmp_path: Path,
+) -> None:
+    error = refused(write(tmp_path, "".join(f"k{i}: {i}\n" for i in range(MAX_NODES))))
+    assert f"more than {MAX_NODES} keys, values and items" in error.reason
+    # The mapping, then two nodes a line: the line of the last node allowed is the limit.
+    assert error.line == MAX_NODES // 2
 
 
 def test_the_reference_file_loads_as_before(tmp_path: Path) -> None:
     assert spec_file.load(REFERENCE) == yaml.safe_load(REFERENCE_TEXT)
+
+
+# Issue 17, item 5: only regular files are read.
+
+
+def test_a_named_pipe_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "platform.yaml"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+    reader = threading.Thread(target=_load_into, args=(fifo, outcome), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():
+        # Opening the pipe for writing releases the reader, so that the test run can end.
+        os.close(os.open(fifo, os.O_WRONLY))
+        pytest.fail("reading a named pipe waited for a writer")
+    assert isinstance(outcome[0], SpecFileError)
+    assert outcome[0].reason == "not a regular file (a named pipe); give a YAML file"
+
+
+def _load_into(path: Path, outcome: list[BaseException]) -> None:
+    try:
+        spec_file.load(path)
+    except BaseException as error:
+        outcome.append(error)
+
+
+def test_a_directory_is_refused_as_not_a_regular_file(tmp_path: Path) -> None:
+    error = refused(tmp_path)
+    assert error.reason == "not a regular file (a directory); give a YAML file"
+
+
+def test_a_symbolic_link_to_a_regular_file_is_read(tmp_path: Path) -> None:
+    link = tmp_path / "platform.yaml"
+    link.symlink_to(REFERENCE)
+    assert spec_file.load(link) == yaml.safe_load(REFERENCE_TEXT)
+
+
+# Issue 17, item 8: explicit tags, whatever their value.
+
+# Every standard tag, with values its constructor refuses and values it accepts, a custom
+# tag and a verbatim one: none may crash, none may change what a field means.
+TAGGED = [
+    "!!int abc",
+    '!!int ""',
+    "!!int 0b102",
+    "!!int 1:",
+    "!!int 8",
+    '!!float ""',
+    "!!float 1:x",
+    "!!float 8",
+    "!!bool maybe",
+    "!!bool yes",
+    "!!null x",
+    "!!timestamp 2001-13-45",
+    "!!timestamp 2001-02-30",
+    "!!timestamp 2001-12-14",
+    "!!binary ===",
+    "!!binary aGVsbG8=",
+    "!!omap abc",
+    "!!omap [{a: 1}, {a: 2}]",
+    "!!omap [{a: 1, b: 2}]",
+    "!!pairs [a]",
+    "!!set {a: 1}",
+    "!!set [a, b]",
+    "!!seq abc",
+    "!!seq {a: 1}",
+    "!!map [1]",
+    "!!str 8192",
+    "!!str [1]",
+    "!!merge x",
+    "!!value x",
+    "!!python/name:os.system",
+    "!foo bar",
+    "!foo {a: 1}",
+    "! 8192",
+    "!<tag:yaml.org,2002:int> abc",
+    "!<tag:example.com,2000:app/foo> x",
+]
+
+
+@pytest.mark.parametrize("parser", ["libyaml", "pure-python"])
+@pytest.mark.parametrize("tagged", TAGGED)
+def test_explicit_tags_are_refused_with_one_line_whatever_their_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str, tagged: str
+) -> None:
+    module = spec_file if parser == "libyaml" else _pure_python_spec_file(monkeypatch)
+    path = write(tmp_path, f"model_bucket_name: models\nmax_model_len: {tagged}\n")
+    with pytest.raises(module.SpecFileError) as raised:
+        module.load(path)
+    assert raised.value.line == 2
+    assert raised.value.reason.startswith("explicit YAML tag !")
+    assert "is not accepted" in raised.value.reason
+    assert len(str(raised.value).splitlines()) == 1
+
+
+def test_a_tag_on_a_key_is_refused_too(tmp_path: Path) -> None:
+    error = refused(write(tmp_path, "!!str model_bucket_name: models\n"))
+    assert error.reason.startswith("explicit YAML tag !!str is not accepted")
+
+
+# Issue 17, item 9: the plain scalars YAML 1.1 and YAML 1.2 read differently.
+
+DISAGREEING = [
+    ("012", "012 is the number 10 in YAML 1.1 but the number 12 in YAML 1.2; write 12"),
+    ("0o12", "0o12 is the text '0o12' in YAML 1.1 but the number 10 in YAML 1.2; write 10"),
+    ("1:30", "1:30 is the number 90 in YAML 1.1 but the text '1:30' in YAML 1.2; write 90"),
+    ("0b101", "0b101 is the number 5 in YAML 1.1 but the text '0b101' in YAML 1.2; write 5"),
+    ("1_000", "1_000 is the number 1000 in YAML 1.1 but the text '1_000' in YAML 1.2"),
+    ("1e3", "1e3 is the text '1e3' in YAML 1.1 but the number 1000.0 in YAML 1.2"),
+    ("yes", "yes is true in YAML 1.1 but the text 'yes' in YAML 1.2; write true, or 'yes'"),
+    ("off", "off is false in YAML 1.1 but the text 'off' in YAML 1.2; write false"),
+    ("y", "y is true in YAML 1.1 but the text 'y' in YAML 1.2"),
+    ("N", "N is false in YAML 1.1 but the text 'N' in YAML 1.2"),
+    ("2001-12-14", "2001-12-14 is a date in YAML 1.1 but the text '2001-12-14' in YAML 1.2"),
+]
+
+
+@pytest.mark.parametrize("parser", ["libyaml", "pure-python"])
+@pytest.mark.parametrize(("plain", "reason"), DISAGREEING)
+def test_plain_scalars_the_yaml_versions_read_differently_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str, plain: str, reason: str
+) -> None:
+    module = spec_file if parser == "libyaml" else _pure_python_spec_file(monkeypatch)
+    path = write(tmp_path, f"limits:\n  max_model_len: {plain}\n")
+    with pytest.raises(module.SpecFileError) as raised:
+        module.load(path)
+    assert raised.value.reason.startswith(reason)
+    assert raised.value.line == 2
+
+
+def test_a_hexadecimal_integer_is_refused_with_its_decimal_value(tmp_path: Path) -> None:
+    error = refused(write(tmp_path, "max_model_len: 0x2000\n"))
+    assert error.reason == "0x2000 is hexadecimal; write spec integers in decimal (8192)"
+
+
+def test_plain_scalars_both_versions_read_alike_keep_their_meaning(tmp_path: Path) -> None:
+    text = (
+        "a: 8192\nb: -1\nc: +8\nd: 0\ne: 0.9\nf: .5\ng: true\nh: False\ni: null\nj: ~\nk:\n"
+        "l: .inf\nm: text\nquoted: '012'\no: \"yes\"\np: models/llama-3-8b/\nq: 1.0e+3\nr: 00\n"
+    )
+    assert spec_file.load(write(tmp_path, text)) == {
+        "a": 8192,
+        "b": -1,
+        "c": 8,
+        "d": 0,
+        "e": 0.9,
+        "f": 0.5,
+        "g": True,
+        "h": False,
+        "i": None,
+        "j": None,
+        "k": None,
+        "l": float("inf"),
+        "m": "text",
+        "quoted": "012",
+        "o": "yes",
+        "p": "models/llama-3-8b/",
+        "q": 1000.0,
+        "r": 0,
+    }
+
+
+def test_a_merge_key_as_a_value_is_text(tmp_path: Path) -> None:
+    assert spec_file.load(write(tmp_path, "a: <<\n")) == {"a": "<<"}

@@ -6,6 +6,7 @@ from eks_inference.catalog.instances import (
     INSTANCE_TYPES,
     Accelerator,
     InstanceType,
+    by_size,
     instance_type,
 )
 from eks_inference.catalog.models import (
@@ -29,5 +30,6 @@ __all__ = [
     "Dtype",
     "InstanceType",
     "ModelArchitecture",
+    "by_size",
     "instance_type",
 ]

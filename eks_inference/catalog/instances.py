@@ -6,6 +6,7 @@ override with ``--price-per-hour`` in the CLI). Memory bandwidth is per accelera
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -174,11 +175,33 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
 }
 
 
+# EC2's sizes below xlarge, smallest first; ``<n>xlarge`` is n times xlarge, and metal is the
+# whole host, larger than any.
+_SMALL_SIZES = ("nano", "micro", "small", "medium", "large")
+_MULTIPLE_OF_XLARGE = re.compile(r"(\d*)xlarge")
+
+
+def by_size(name: str) -> tuple[str, float, str]:
+    """Sort key of an instance type name: by family, then by size as EC2 orders sizes.
+
+    As text, ``g6e.24xlarge`` would come before ``g6e.2xlarge``; lists of instance types in
+    messages read smallest to largest within each family instead.
+    """
+    family, _, size = name.partition(".")
+    multiple = _MULTIPLE_OF_XLARGE.fullmatch(size)
+    if multiple is not None:
+        rank = float(multiple[1] or 1)
+    elif size in _SMALL_SIZES:
+        rank = (_SMALL_SIZES.index(size) + 1) / (len(_SMALL_SIZES) + 1)
+    else:
+        rank = float("inf")
+    return family, rank, size
+
+
 def instance_type(name: str) -> InstanceType:
     """Look up an instance type; the error lists what the catalog offers."""
     try:
         return INSTANCE_TYPES[name]
     except KeyError:
-        raise KeyError(
-            f"unknown instance type {name!r}; known: {', '.join(sorted(INSTANCE_TYPES))}"
-        ) from None
+        known = ", ".join(sorted(INSTANCE_TYPES, key=by_size))
+        raise KeyError(f"unknown instance type {name!r}; known: {known}") from None

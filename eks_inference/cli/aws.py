@@ -9,13 +9,12 @@ Every request has a bounded wait: botocore's standard retry mode (3 attempts unl
 ``AWS_MAX_ATTEMPTS`` or the profile says otherwise, exponential backoff with jitter) and
 connect and read timeouts of ``EKS_INFERENCE_AWS_TIMEOUT`` seconds (default 30), so an
 endpoint that accepts connections and never answers fails a command within about
-``attempts x timeout`` instead of hanging it.
+``attempts x timeout`` instead of hanging it. An endpoint that answers a byte at a time is
+bounded by the total deadlines of :mod:`eks_inference.cli.aws_deadline`.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,14 +37,14 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
 )
 from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 
+from eks_inference.cli.aws_deadline import Deadlines, seconds_setting
 from eks_inference.cli.errors import BadInput, CommandFailed
+from eks_inference.cli.text import quote_external, redact_url
 
 TIMEOUT_VARIABLE = "EKS_INFERENCE_AWS_TIMEOUT"
 DEFAULT_TIMEOUT_S = 30.0
 # A wait longer than an hour is a hang by another name.
 _MAX_TIMEOUT_S = 3600.0
-# Longest service message quoted in an error; the rest of the line names the action.
-_MAX_MESSAGE_CHARS = 200
 _HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 _MARKUP = re.compile(r"<\s*(!doctype|html|head|body|title)\b", re.IGNORECASE)
 
@@ -70,23 +69,48 @@ _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "TooManyRequestsE
 
 
 class Aws:
-    """Clients from one session, so that every call of a command uses the same identity."""
+    """Clients from one session, so that every call of a command uses the same identity.
+
+    All of them share one set of :class:`~eks_inference.cli.aws_deadline.Deadlines`, made
+    with the first client: the command's budget counts from then.
+    """
 
     def __init__(self, session: Any) -> None:
         self.session = session
+        self._deadlines: Deadlines | None = None
 
-    def client(self, service: str, region: str | None = None) -> Any:
+    @property
+    def deadlines(self) -> Deadlines:
+        """The request and command deadlines every client of this session obeys."""
+        if self._deadlines is None:
+            self._deadlines = Deadlines(request_timeout())
+        return self._deadlines
+
+    def client(
+        self, service: str, region: str | None = None, max_connections: int | None = None
+    ) -> Any:
         """A client for ``service``, in ``region`` or the session's default region.
 
         Retries (mode and attempts) are left to botocore's configuration chain, whose default
-        is the standard mode; timeouts are :func:`request_timeout`.
+        is the standard mode; timeouts are :func:`request_timeout`, and every request and the
+        command as a whole have the total deadlines of :attr:`deadlines`. ``max_connections``
+        sizes the connection pool for that many requests at once (botocore's default is 10).
         """
         timeout = request_timeout()
+        deadlines = self.deadlines
+        options: dict[str, Any] = {}
+        if max_connections is not None:
+            options["max_pool_connections"] = max_connections
         config = Config(
-            connect_timeout=timeout, read_timeout=timeout, user_agent_extra="eks-inference"
+            connect_timeout=timeout,
+            read_timeout=timeout,
+            user_agent_extra="eks-inference",
+            **options,
         )
         try:
-            return self.session.client(service, region_name=region, config=config)
+            client = self.session.client(service, region_name=region, config=config)
+            deadlines.install(client)
+            return client
         except NoRegionError:
             raise BadInput(
                 "no AWS region configured; set AWS_DEFAULT_REGION or a profile's region"
@@ -105,19 +129,8 @@ def request_timeout() -> float:
     ``EKS_INFERENCE_AWS_TIMEOUT`` overrides the default of 30 s: a busy link may need more,
     a test of a stalled endpoint less.
     """
-    raw = os.environ.get(TIMEOUT_VARIABLE, "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not 0 < value <= _MAX_TIMEOUT_S:
-        raise BadInput(
-            f"{TIMEOUT_VARIABLE}={raw!r} must be a number of seconds above 0 and at most "
-            f"{_MAX_TIMEOUT_S:g}"
-        )
-    return value
+    value = seconds_setting(TIMEOUT_VARIABLE, _MAX_TIMEOUT_S)
+    return DEFAULT_TIMEOUT_S if value is None else value
 
 
 def connect(profile: str | None = None) -> Aws:
@@ -182,8 +195,10 @@ def describe_error(error: BaseException, service: str = "AWS") -> str:
 
 
 def _endpoint(error: BaseException) -> str:
+    """The URL a failed request went to, without credentials (``AWS_ENDPOINT_URL`` may hold
+    ``user:password@``) or query values."""
     kwargs = getattr(error, "kwargs", None) or {}
-    return str(kwargs.get("endpoint_url", "unknown"))
+    return quote_external(redact_url(str(kwargs.get("endpoint_url", "unknown"))))
 
 
 def _origin(url: str) -> str:
@@ -193,10 +208,10 @@ def _origin(url: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    """The first line of ``text``, shortened to a length that fits an error line."""
+    """The first line of ``text`` (a service's or botocore's message) made fit to quote:
+    shortened, escapes shown escaped, URL credentials and echoed credential headers redacted."""
     lines = text.strip().splitlines()
-    first = lines[0] if lines else ""
-    return first if len(first) <= _MAX_MESSAGE_CHARS else first[: _MAX_MESSAGE_CHARS - 3] + "..."
+    return quote_external(lines[0] if lines else "")
 
 
 def _service_message(error: BaseException) -> str:

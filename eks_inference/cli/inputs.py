@@ -6,32 +6,65 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator, CatalogModel, InstanceType
+from eks_inference.catalog import (
+    INSTANCE_TYPES,
+    MODELS,
+    Accelerator,
+    CatalogModel,
+    InstanceType,
+    by_size,
+)
 from eks_inference.cli.errors import BadInput, summarize_validation_error
 from eks_inference.platform import PlatformSpec
 from eks_inference.spec_file import SpecFileError
+from eks_inference.validation import UNRELATED_MAPPING_ERROR_TYPE, required_fields
 
 
 def load_platform(path: Path) -> PlatformSpec:
     """Read and validate a platform file; every failure is one line naming the file.
 
-    The file is read within the bounds of :mod:`eks_inference.spec_file` (size, nesting,
-    alias expansion, integers, duplicate keys), so no input ends in a traceback or a hang.
+    The file is read within the bounds of :mod:`eks_inference.spec_file` (a regular file;
+    size, nesting, alias expansion, integers, tags, duplicate keys), so no input ends in a
+    traceback or a hang. A file that holds something else than a platform (a list, text, a
+    system file, another tool's YAML) is said to be one, rather than listed key by key.
     """
     try:
         return PlatformSpec.from_yaml(path)
     except FileNotFoundError:
         raise BadInput(f"platform file {path} not found") from None
-    except IsADirectoryError:
-        raise BadInput(f"platform file {path} is a directory") from None
     except OSError as error:
         raise BadInput(f"cannot read platform file {path}: {error.strerror or error}") from None
     except SpecFileError as error:
         raise BadInput(f"invalid platform file {error}") from None
     except ValidationError as error:
+        other = _not_a_platform(error)
+        if other is not None:
+            raise BadInput(f"{path} is not a platform file: {other}") from None
         raise BadInput(
             f"invalid platform file {path}: {summarize_validation_error(error)}"
         ) from None
+
+
+# What a YAML document holds, for a file that is not a mapping of fields.
+_KINDS: dict[type, str] = {str: "text", list: "a list", int: "a number", float: "a number"}
+
+
+def _not_a_platform(error: ValidationError) -> str | None:
+    """Why the data validated is no platform at all, or ``None`` when it is a wrong one."""
+    details = error.errors(include_url=False)
+    if len(details) != 1 or details[0]["loc"]:
+        return None
+    detail = details[0]
+    if detail["type"] == UNRELATED_MAPPING_ERROR_TYPE:
+        return detail["msg"]
+    if detail["type"] == "model_type":
+        value = detail["input"]
+        if value is None:
+            return "it is empty"
+        held = _KINDS.get(type(value), f"a {type(value).__name__}")
+        needed = ", ".join(required_fields(PlatformSpec))
+        return f"it holds {held}, not a mapping of platform fields (it needs {needed})"
+    return None
 
 
 def resolve_model(name: str) -> tuple[str, CatalogModel]:
@@ -45,7 +78,9 @@ def resolve_model(name: str) -> tuple[str, CatalogModel]:
 
 def resolve_accelerator_instance(name: str) -> InstanceType:
     """A catalog instance type that has accelerators (models are served only there)."""
-    accelerated = sorted(n for n, t in INSTANCE_TYPES.items() if t.accelerator != Accelerator.NONE)
+    accelerated = sorted(
+        (n for n, t in INSTANCE_TYPES.items() if t.accelerator != Accelerator.NONE), key=by_size
+    )
     instance = INSTANCE_TYPES.get(name.strip())
     if instance is None:
         raise BadInput(f"unknown instance type {name!r}; known: {', '.join(accelerated)}")

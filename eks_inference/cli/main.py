@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 
 from eks_inference import sizing
 from eks_inference.aws_types import ZONE_PATTERN
-from eks_inference.catalog import ModelArchitecture
+from eks_inference.catalog import InstanceType, ModelArchitecture
 from eks_inference.cli import console, inputs, plan_render
 from eks_inference.cli import plan as planning
 from eks_inference.cli.errors import BadInput, CommandFailed
@@ -32,11 +32,19 @@ DEFAULT_PLATFORM = Path("deployments.yaml")
 # transfers saturate a node's network without throttling from S3.
 DEFAULT_PART_SIZE_MIB = 64
 DEFAULT_CONCURRENCY = 16
+# Each transfer holds a connection, a thread and (multipart) a part in memory. S3 serves about
+# 100 MB/s per connection, so 64 at once already exceed a 25 Gb/s node's network several
+# times over: more only adds sockets, threads and memory, and a typo such as 100000 would
+# open thousands of connections.
+MAX_CONCURRENCY = 64
 # `models`: the key is read from the variable the OpenAI SDKs read; a connection to a load
-# balancer opens within seconds or not at all; a model list is answered at once.
+# balancer opens within seconds or not at all; a model list is answered at once, so 30 s for
+# the whole exchange leaves room for a cold load balancer and still stops a server that
+# drips its answer a byte at a time.
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
-DEFAULT_READ_TIMEOUT_S = 30.0
+DEFAULT_READ_TIMEOUT_S = 10.0
+DEFAULT_DEADLINE_S = 30.0
 _ZONE = re.compile(ZONE_PATTERN)
 
 
@@ -61,8 +69,9 @@ class _OneLineErrors(TyperGroup):
         try:
             code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except typer.TyperException as error:
-            # Usage errors of the parser and this package's own errors alike.
-            typer.echo(f"error: {error.format_message()}", err=True)
+            # Usage errors of the parser and this package's own errors alike; both may quote
+            # what the user or a server gave, so the line goes through the safe printer.
+            console.echo(f"error: {error.format_message()}", err=True)
             sys.exit(error.exit_code)
         except typer.Abort:
             typer.echo("error: aborted", err=True)
@@ -124,7 +133,7 @@ def plan(
     ] = None,
     instance_type: Annotated[str | None, typer.Option(help="Accelerator instance type.")] = None,
     tensor_parallel: Annotated[
-        int | None, typer.Option(help="Tensor-parallel degree (cores or GPUs per replica).")
+        int | None, typer.Option(help="Tensor-parallel degree (NeuronCores or GPUs per replica).")
     ] = None,
     max_model_len: Annotated[
         int, typer.Option(help="Context length to size the KV cache for.")
@@ -140,7 +149,9 @@ def plan(
         typer.Option(help="Benchmarked tokens/s of one node, used for cost instead of the bound."),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    markdown: Annotated[bool, typer.Option(help="Print the platform plan as Markdown.")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the platform plan as Markdown.")
+    ] = False,
     output: Annotated[
         Path | None, typer.Option(help="Write the Markdown or JSON to this file.")
     ] = None,
@@ -183,7 +194,7 @@ def plan(
             if value is not None
         ]
         if given:
-            raise BadInput(f"{', '.join(given)} need --model")
+            raise BadInput(f"{_listed(given)} {'needs' if len(given) == 1 else 'need'} --model")
         platform_plan = planning.plan_platform(
             inputs.load_platform(platform), planning.parse_spot_prices(spot_price or [])
         )
@@ -205,6 +216,7 @@ def plan(
     model_name, entry = inputs.resolve_model(model)
     arch = entry.architecture
     selected = None
+    does_not_fit = None
     if instance_type is not None or tensor_parallel is not None:
         if instance_type is None or tensor_parallel is None:
             raise BadInput("give both --instance-type and --tensor-parallel")
@@ -223,8 +235,23 @@ def plan(
             price_per_hour=price_per_hour,
             measured_tokens_per_second=measured_tokens_per_second,
         )
+        if not selected.fits:
+            does_not_fit = plan_render.does_not_fit(
+                selected, _fitting_degree(selected, arch, instance)
+            )
     elif price_per_hour is not None or measured_tokens_per_second is not None:
-        raise BadInput("--price-per-hour and --measured-tokens-per-second need --instance-type")
+        given = [
+            name
+            for name, value in (
+                ("--price-per-hour", price_per_hour),
+                ("--measured-tokens-per-second", measured_tokens_per_second),
+            )
+            if value is not None
+        ]
+        raise BadInput(
+            f"{_listed(given)} {'needs' if len(given) == 1 else 'need'} --instance-type and "
+            "--tensor-parallel"
+        )
     elif plot is None:
         raise BadInput("give --instance-type and --tensor-parallel, or --plot FILE.png")
 
@@ -235,6 +262,36 @@ def plan(
             _emit(json.dumps(selected.as_json(), indent=2), output)
         else:
             console.stdout().print(plan_render.configuration_table(selected))
+        if does_not_fit is not None:
+            # The table (or JSON) shows by how much; a script must not take it for a plan.
+            raise CommandFailed(does_not_fit)
+
+
+def _fitting_degree(
+    selected: ConfigurationPlan, arch: ModelArchitecture, instance: InstanceType
+) -> int | None:
+    """The smallest larger tensor-parallel degree at which ``selected`` would fit, if any."""
+    for degree in sizing.usable_tensor_parallel(arch, instance):
+        if (
+            degree > selected.tensor_parallel_size
+            and planning.plan_configuration(
+                selected.model,
+                arch,
+                instance,
+                degree,
+                selected.max_model_len,
+                selected.max_num_seqs,
+            ).fits
+        ):
+            return degree
+    return None
+
+
+def _listed(options: Sequence[str]) -> str:
+    """``--a``, ``--a and --b``, ``--a, --b and --c``: options named in a sentence."""
+    if len(options) < 3:
+        return " and ".join(options)
+    return f"{', '.join(options[:-1])} and {options[-1]}"
 
 
 def _plot(
@@ -296,29 +353,34 @@ def upload(
         int, typer.Option(help="Multipart part size in MiB; larger files go multipart.")
     ] = DEFAULT_PART_SIZE_MIB,
     concurrency: Annotated[
-        int, typer.Option(help="Parallel transfers and hashes.")
+        int, typer.Option(help=f"Parallel transfers and hashes, at most {MAX_CONCURRENCY}.")
     ] = DEFAULT_CONCURRENCY,
     profile: Annotated[str | None, typer.Option(help="AWS profile to use.")] = None,
 ) -> None:
     """Upload a directory to S3: resumable, checksummed, never overwriting unless asked."""
     from eks_inference.cli import aws
     from eks_inference.cli import upload as uploading
-    from eks_inference.cli.progress import byte_progress
+    from eks_inference.cli.progress import Advance, byte_progress
     from eks_inference.cli.s3uri import parse_prefix_uri
     from eks_inference.cli.text import format_bytes, plural
     from eks_inference.cli.upload_manifest import MANIFEST_NAME
 
     target = parse_prefix_uri(uri)
     inputs.require_positive("--concurrency", concurrency)
+    if concurrency > MAX_CONCURRENCY:
+        raise BadInput(
+            f"--concurrency must be at most {MAX_CONCURRENCY}, got {concurrency}: that many "
+            "parallel transfers already exceed a node's network bandwidth to S3"
+        )
     if not uploading.MIN_PART_SIZE_MIB <= part_size <= uploading.MAX_PART_SIZE_MIB:
         raise BadInput(
             f"--part-size must be at least {uploading.MIN_PART_SIZE_MIB} MiB and at most "
             f"{uploading.MAX_PART_SIZE_MIB} MiB (S3's part size limits)"
         )
     scanned = uploading.scan_directory(local_dir, kind.value)
-    uploading.check_keys(target, (relative for relative, _ in scanned.files))
+    uploading.check_keys(target, (f.relative for f in scanned.files))
     for link in scanned.links:
-        typer.echo(f"note: {link}", err=True)
+        console.echo(f"note: {link}", err=True)
     settings = uploading.UploadSettings(
         kind=kind.value,
         overwrite=overwrite,
@@ -326,13 +388,32 @@ def upload(
         part_size_mib=part_size,
         concurrency=concurrency,
     )
-    client = aws.connect(profile).client("s3")
-    with uploading.sigterm_as_interrupt(), byte_progress(console.stderr()) as progress:
-        hashing = progress.task("hashing", scanned.total_bytes)
-        local = uploading.hash_files(scanned.files, concurrency, hashing)
-        report = uploading.upload_directory(
-            client, local, target, settings, lambda size: progress.task("uploading", size)
+    session = aws.connect(profile)
+    # One connection per parallel transfer: botocore's default pool of 10 would make the
+    # rest wait for a connection, or open and discard one per request.
+    client = session.client("s3", max_connections=concurrency)
+    deadlines = session.deadlines
+
+    def start_upload(size: int) -> Advance:
+        deadlines.allow_bytes(size)
+        return progress.task("uploading", size)
+
+    try:
+        with uploading.sigterm_as_interrupt(), byte_progress(console.stderr()) as progress:
+            hashing = progress.task("hashing", scanned.total_bytes)
+            local = uploading.hash_files(scanned.files, concurrency, hashing)
+            report = uploading.upload_directory(client, local, target, settings, start_upload)
+    except CommandFailed as error:
+        raise deadlines.failure(error) from None
+    if report.took_over_from is not None:
+        owner = report.took_over_from
+        console.echo(
+            f"note: took over the upload lease of host {owner.host}, pid {owner.pid}, which had "
+            "expired or whose process is gone",
+            err=True,
         )
+    for key in report.deleted:
+        console.echo(f"deleted {target.uri(key)}", err=True)
     if report.aborted_uploads:
         typer.echo(
             f"aborted {plural(len(report.aborted_uploads), 'multipart upload')} that an earlier "
@@ -342,7 +423,8 @@ def upload(
     manifest = "written" if report.manifest_written else "unchanged"
     typer.echo(
         f"uploaded {plural(len(report.uploaded), 'file')} ({format_bytes(report.bytes_uploaded)}), "
-        f"skipped {len(report.skipped)} unchanged, deleted {len(report.deleted)}; "
+        f"skipped {len(report.skipped)} unchanged, "
+        f"deleted {len(report.deleted)}{' (listed above)' if report.deleted else ''}; "
         f"manifest {manifest}: {target.uri(MANIFEST_NAME)}"
     )
 
@@ -413,6 +495,14 @@ def models(
     read_timeout: Annotated[
         float, typer.Option(min=0.1, max=3600, help="Seconds allowed for each read.")
     ] = DEFAULT_READ_TIMEOUT_S,
+    deadline: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            max=3600,
+            help="Seconds allowed for the whole request: lookup, connection and answer.",
+        ),
+    ] = DEFAULT_DEADLINE_S,
     as_json: Annotated[bool, typer.Option("--json", help="Print the models as JSON.")] = False,
 ) -> None:
     """Ask a deployed endpoint which models it serves (GET /v1/models with the API key)."""
@@ -423,7 +513,7 @@ def models(
     target = endpoint.models_endpoint(url)
     key = None if no_api_key else endpoint.api_key_from(api_key_env)
     served = endpoint.list_models(
-        target, key, connect_timeout=connect_timeout, read_timeout=read_timeout
+        target, key, connect_timeout=connect_timeout, read_timeout=read_timeout, deadline=deadline
     )
     if as_json:
         typer.echo(json.dumps([asdict(m) for m in served]))
@@ -435,15 +525,29 @@ def models(
 
 @app.command()
 def manifests(
-    out: Annotated[Path, typer.Option(help="Directory to write the Kubernetes manifests to.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="Directory to write the Kubernetes manifests to: new, empty, or written by "
+            "this command before (only its own files there are replaced)."
+        ),
+    ],
     platform: PlatformOption = DEFAULT_PLATFORM,
+    allow_other_files: Annotated[
+        bool,
+        typer.Option(
+            "--allow-other-files",
+            help="Write even though --out holds files this command did not write; they are "
+            "left untouched.",
+        ),
+    ] = False,
 ) -> None:
     """Write every deployment's Kubernetes manifests (no AWS access needed)."""
     from eks_inference.cli.manifests import write
     from eks_inference.cli.text import plural
 
     spec = inputs.load_platform(platform)
-    written = write(spec, out)
+    written = write(spec, platform, out, allow_other_files=allow_other_files)
     typer.echo(f"wrote {plural(len(written), 'manifest file')} to {out}")
 
 

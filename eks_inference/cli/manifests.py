@@ -4,15 +4,44 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from eks_inference.cli.errors import BadInput, CommandFailed, summarize_validation_error
 from eks_inference.platform import PlatformSpec
 
+# The option that consents to writing beside files the writer did not write.
+ALLOW_OTHER_FILES_OPTION = "--allow-other-files"
 
-def write(platform: PlatformSpec, out_dir: Path) -> list[Path]:
-    """Render every deployment into ``out_dir`` (replaced whole); the files written.
+
+def write(
+    platform: PlatformSpec, platform_file: Path, out_dir: Path, *, allow_other_files: bool
+) -> list[Path]:
+    """Render every deployment into ``out_dir``, replacing the files written there before;
+    the files written. Every failure is one line: bad input exits 2, a failed write 1.
 
     The renderer (cdk8s) is imported here, not at start-up: it loads a JavaScript runtime,
     which the other commands do not need.
     """
+    from eks_inference.charts.output_dir import ForeignFilesError, OutputDirError
     from eks_inference.charts.render import write_manifests
 
-    return write_manifests(platform, out_dir)
+    try:
+        return write_manifests(platform, out_dir, allow_other_files=allow_other_files)
+    except ForeignFilesError as error:
+        raise BadInput(
+            f"{error}, or pass {ALLOW_OTHER_FILES_OPTION} to write beside them (they are left "
+            "untouched)"
+        ) from None
+    except OutputDirError as error:
+        raise BadInput(str(error)) from None
+    except ValidationError as error:
+        # Rules checked while rendering: a pod that no node of its pool can run.
+        raise BadInput(
+            f"invalid platform file {platform_file}: {summarize_validation_error(error)}"
+        ) from None
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        raise CommandFailed(
+            f"cannot write the manifests to {out_dir}: {error.strerror or error}{where}; the "
+            "previous manifests there are unchanged"
+        ) from None

@@ -18,6 +18,7 @@ from eks_inference.catalog.spot_prices import SCARCE_SPOT_FAMILIES, SPOT_PRICES
 from eks_inference.cli.errors import BadInput
 from eks_inference.node_pools import NodePool
 from eks_inference.platform import PlatformSpec
+from eks_inference.routes import key_in_clear_warnings
 from eks_inference.signals import Watch, signals_of
 from eks_inference.spec import Limits, ModelDeploymentSpec
 
@@ -388,5 +389,5 @@ def plan_platform(
             )
             for pool in platform.node_pools
         ),
-        warnings=plan_warnings(platform, spot_prices),
+        warnings=(*plan_warnings(platform, spot_prices), *key_in_clear_warnings(platform.routes())),
     )

@@ -155,6 +155,22 @@ def _watch_rows(d: DeploymentPlan) -> list[list[str]]:
     ]
 
 
+# What the cost of a configuration that does not fit is shown as: it serves nothing.
+_NO_COST = "none: does not fit"
+
+
+def does_not_fit(plan: ConfigurationPlan, fitting_degree: int | None) -> str:
+    """Why ``plan`` cannot be served, on one line, with what to change: ``fitting_degree``, a
+    larger tensor-parallel degree of the same instance type that fits, when there is one."""
+    fix = f"use --tensor-parallel {fitting_degree}, " if fitting_degree else ""
+    return (
+        f"{plan.model} does not fit on {plan.label}: {plan.required_gib:.1f} GiB needed, "
+        f"{plan.usable_memory_gib:.1f} GiB usable at max_model_len {plan.max_model_len} and "
+        f"max_num_seqs {plan.max_num_seqs}; {fix}lower --max-model-len or --max-num-seqs, or "
+        "see --plot for the configurations that fit"
+    )
+
+
 def configuration_table(plan: ConfigurationPlan) -> Table:
     """One configuration as a two-column table."""
     table = Table(title=f"{plan.model} on {plan.label}", title_justify="left", show_header=False)
@@ -174,7 +190,7 @@ def configuration_table(plan: ConfigurationPlan) -> Table:
         ("decode bound (node)", f"{rate(plan.decode_tokens_per_second_bound)} tok/s"),
         ("price per node", f"{money(plan.price_per_hour)}/h ({plan.price_source})"),
         ("throughput used", f"{rate(plan.tokens_per_second)} tok/s ({source})"),
-        ("$ per 1M tokens", money(plan.cost_per_million_tokens)),
+        ("$ per 1M tokens", money(plan.cost_per_million_tokens) if plan.fits else _NO_COST),
     ]
     if plan.padding_gib > 0:
         # NxD Inference pads attention heads up to a multiple of TP; memory counts them.

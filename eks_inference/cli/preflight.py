@@ -29,7 +29,7 @@ from eks_inference.cli.aws import (
 from eks_inference.cli.quotas import SERVICE_CODE, VcpuQuota, vcpu_quota
 from eks_inference.cli.text import format_bytes, plural
 from eks_inference.cli.upload import read_manifest
-from eks_inference.cli.upload_manifest import UploadManifest, manifest_key
+from eks_inference.cli.upload_manifest import ManifestTooLargeError, UploadManifest, manifest_key
 from eks_inference.node_pools import NodePool
 from eks_inference.platform import PlatformSpec
 from eks_inference.spec import ModelDeploymentSpec
@@ -123,6 +123,8 @@ def _read_manifest(s3: Any, bucket: str, prefix: str) -> tuple[UploadManifest | 
         manifest = read_manifest(s3, bucket, manifest_key(prefix))
     except ValidationError as error:
         return None, f"{uri} is not a valid upload manifest ({error.error_count()} errors)"
+    except ManifestTooLargeError as error:
+        return None, str(error)
     except Exception as error:
         if not is_aws_error(error):
             raise

@@ -12,6 +12,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
 MANIFEST_NAME = "_manifest.json"
+# The largest manifest read: an entry takes at most about 1.2 KB (a 1024-byte key, the SHA-256,
+# the size), so 16 MiB holds over 13,000 files of the longest keys and about 100,000 of usual
+# ones, far beyond any model; a larger object is refused unread instead of filling memory.
+MAX_MANIFEST_BYTES = 16 * 1024**2
 # Object metadata key holding a file's SHA-256 (sent as the x-amz-meta-sha256 header).
 SHA256_METADATA_KEY = "sha256"
 
@@ -42,6 +46,10 @@ class UploadManifest(BaseModel):
     def total_bytes(self) -> int:
         """Bytes of all listed files."""
         return sum(f.size for f in self.files)
+
+
+class ManifestTooLargeError(ValueError):
+    """An object at a manifest's key is larger than :data:`MAX_MANIFEST_BYTES`."""
 
 
 def manifest_key(prefix: str) -> str:

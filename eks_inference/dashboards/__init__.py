@@ -99,8 +99,9 @@ def layout(signals: Signals) -> tuple[tuple[Panel, ...], ...]:
         ),
         Panel(
             "$ per 1M tokens",
-            f"${signals.price_per_node_hour:.2f} per node-hour (catalog on-demand price, as "
-            f"in eks-inference plan) x nodes the ready replicas occupy "
+            f"${signals.price_per_node_hour:.2f} per node-hour (the catalog's on-demand "
+            f"price; a spot pool costs less, see eks-inference plan) x nodes the ready "
+            f"replicas occupy "
             f"({signals.replicas_per_node} per node), over generated tokens.",
             "currencyUSD",
             (Series(signals.cost_per_million_tokens, "$/1M tokens"),),

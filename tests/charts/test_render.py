@@ -1,15 +1,36 @@
-"""The manifest writer: layout, determinism, atomic replacement, speed, and apply order."""
+"""The manifest writer: layout, determinism, owning only its files, all-or-nothing replacement,
+speed, and apply order."""
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import cdk8s
 import pytest
 import yaml
 
-from eks_inference.charts import DeploymentChart, NamespaceChart, deployment_charts, render
+from eks_inference.charts import (
+    DeploymentChart,
+    NamespaceChart,
+    deployment_charts,
+    output_dir,
+    render,
+)
+from eks_inference.charts.output_dir import (
+    MARKER,
+    ForeignFilesError,
+    OutputDirError,
+    replace_owned_files,
+)
+from eks_inference.charts.render import (
+    FILE_HEADER as HEADER,
+)
 from eks_inference.charts.render import (
     default_context,
     render_files,
@@ -18,7 +39,7 @@ from eks_inference.charts.render import (
 )
 from eks_inference.platform import PlatformSpec
 from eks_inference.serve.image import asset_image_uri
-from tests.charts.conftest import CONTEXT, Rendered
+from tests.charts.conftest import CONTEXT, REPO, Rendered
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -27,24 +48,36 @@ def _tree(root: Path) -> dict[str, bytes]:
     }
 
 
+def _entries(root: Path) -> set[str]:
+    """Every file, folder and link under ``root``, hidden ones included."""
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def _entries_of(files: Mapping[str, str]) -> set[str]:
+    return {*files, *(name.split("/")[0] for name in files if "/" in name)}
+
+
 def test_layout_one_folder_per_deployment_one_file_per_chart(reference: Rendered) -> None:
     assert sorted(reference.files) == [
         "api-key.yaml",
         "exporters.yaml",
-        "llama3-8b-inf2/01-model-weights.yaml",
-        "llama3-8b-inf2/02-neuron-artifacts.yaml",
-        "llama3-8b-inf2/03-rayservice.yaml",
-        "llama3-8b-inf2/04-compile-job.yaml",
-        "llama3-8b-inf2/05-monitoring.yaml",
-        "llama3-8b-inf2/06-endpoint.yaml",
-        "mistral-7b-g6e/01-vllm.yaml",
-        "mistral-7b-g6e/02-monitoring.yaml",
-        "mistral-7b-g6e/03-endpoint.yaml",
+        "llama3-8b-inf2/01-network-policy.yaml",
+        "llama3-8b-inf2/02-model-weights.yaml",
+        "llama3-8b-inf2/03-neuron-artifacts.yaml",
+        "llama3-8b-inf2/04-rayservice.yaml",
+        "llama3-8b-inf2/05-compile-job.yaml",
+        "llama3-8b-inf2/06-monitoring.yaml",
+        "llama3-8b-inf2/07-endpoint.yaml",
+        "mistral-7b-g6e/01-network-policy.yaml",
+        "mistral-7b-g6e/02-vllm.yaml",
+        "mistral-7b-g6e/03-monitoring.yaml",
+        "mistral-7b-g6e/04-endpoint.yaml",
         "namespace.yaml",
-        "qwen25-7b-g6e/01-model-weights.yaml",
-        "qwen25-7b-g6e/02-rayservice.yaml",
-        "qwen25-7b-g6e/03-monitoring.yaml",
-        "qwen25-7b-g6e/04-endpoint.yaml",
+        "qwen25-7b-g6e/01-network-policy.yaml",
+        "qwen25-7b-g6e/02-model-weights.yaml",
+        "qwen25-7b-g6e/03-rayservice.yaml",
+        "qwen25-7b-g6e/04-monitoring.yaml",
+        "qwen25-7b-g6e/05-endpoint.yaml",
     ]
 
 
@@ -62,7 +95,7 @@ def test_files_hold_the_rendered_objects_in_apply_order(reference: Rendered) -> 
 
 
 def test_multiline_strings_are_literal_blocks(reference: Rendered) -> None:
-    text = reference.files["llama3-8b-inf2/03-rayservice.yaml"]
+    text = reference.files["llama3-8b-inf2/04-rayservice.yaml"]
     assert "serveConfigV2: |" in text
     assert "neuron_app.py: |" in text
     assert "&id" not in text
@@ -73,24 +106,269 @@ def test_write_is_deterministic(tmp_path: Path, reference_platform: PlatformSpec
     write_manifests(reference_platform, first, CONTEXT)
     write_manifests(reference_platform, second, CONTEXT)
     assert _tree(first) == _tree(second)
-    assert set(_tree(first)) == set(render_files(reference_platform, CONTEXT))
+    assert set(_tree(first)) == {*render_files(reference_platform, CONTEXT), MARKER}
 
 
-def test_write_replaces_manifests_and_keeps_other_files(
+def test_the_marker_lists_exactly_the_files_written(
     tmp_path: Path, reference_platform: PlatformSpec
+) -> None:
+    written = write_manifests(reference_platform, tmp_path / "out", CONTEXT)
+    lines = (tmp_path / "out" / MARKER).read_text().splitlines()
+    listed = [line for line in lines if not line.startswith("#")]
+    assert listed == sorted(str(p.relative_to(tmp_path / "out")) for p in written)
+
+
+def test_write_replaces_its_own_files_and_keeps_the_plan(
+    tmp_path: Path, reference: Rendered, variants: Rendered
 ) -> None:
     """Folders of retired deployments and stale manifests go; PLAN.md (written by `plan`) stays."""
     out = tmp_path / "k8s_manifests"
-    (out / "retired-deployment").mkdir(parents=True)
-    (out / "retired-deployment" / "01-vllm.yaml").write_text("stale")
-    (out / "retired.yaml").write_text("stale")
+    replace_owned_files(out, variants.files, HEADER)
     (out / "PLAN.md").write_text("# Capacity and cost plan\n")
-    written = write_manifests(reference_platform, out, CONTEXT)
-    assert not (out / "retired-deployment").exists()
-    assert not (out / "retired.yaml").exists()
-    assert (out / "PLAN.md").read_text() == "# Capacity and cost plan\n"
-    assert sorted(written) == sorted(p for p in out.rglob("*.yaml"))
+    written = replace_owned_files(out, reference.files, HEADER)
+    assert _tree(out) == {
+        **{name: text.encode() for name, text in reference.files.items()},
+        MARKER: (out / MARKER).read_bytes(),
+        "PLAN.md": b"# Capacity and cost plan\n",
+    }
+    assert _entries(out) == _entries_of(reference.files) | {MARKER, "PLAN.md"}
+    assert sorted(written) == sorted(out / name for name in reference.files)
     assert [p.name for p in tmp_path.iterdir()] == ["k8s_manifests"]
+
+
+def test_a_directory_holding_files_it_did_not_write_is_refused_untouched(
+    tmp_path: Path, reference: Rendered
+) -> None:
+    """`git init r; mkdir r/apps; manifests --out r` used to delete both."""
+    out = tmp_path / "repo"
+    (out / ".git").mkdir(parents=True)
+    (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (out / "apps").mkdir()
+    before, entries = _tree(out), _entries(out)
+    with pytest.raises(ForeignFilesError, match=r"did not write \(\.git/, apps/\)") as raised:
+        replace_owned_files(out, reference.files, HEADER)
+    assert raised.value.foreign == (".git/", "apps/")
+    assert (_tree(out), _entries(out)) == (before, entries)
+
+
+def test_files_it_did_not_write_are_never_touched_when_allowed(
+    tmp_path: Path, reference: Rendered, variants: Rendered
+) -> None:
+    out = tmp_path / "repo"
+    (out / ".git").mkdir(parents=True)
+    (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (out / "apps").mkdir()
+    (out / "README.md").write_text("mine\n")
+    replace_owned_files(out, variants.files, HEADER, allow_other_files=True)
+    # A file of the user's inside a folder the writer made keeps that folder alive.
+    user_file = out / "qwen-gpu-tp4" / "notes.txt"
+    user_file.write_text("mine too\n")
+    replace_owned_files(out, reference.files, HEADER, allow_other_files=True)
+    assert _entries(out) == _entries_of(reference.files) | {
+        MARKER,
+        ".git",
+        ".git/HEAD",
+        "apps",
+        "README.md",
+        "qwen-gpu-tp4",
+        "qwen-gpu-tp4/notes.txt",
+    }
+    assert (out / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert user_file.read_text() == "mine too\n"
+
+
+@pytest.mark.parametrize("allow_other_files", [False, True])
+def test_a_file_it_would_write_over_is_refused_even_when_others_are_allowed(
+    tmp_path: Path, reference: Rendered, allow_other_files: bool
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "namespace.yaml").write_text("# my own namespace\n")
+    with pytest.raises(OutputDirError, match=r"namespace\.yaml"):
+        replace_owned_files(out, reference.files, HEADER, allow_other_files=allow_other_files)
+    assert _tree(out) == {"namespace.yaml": b"# my own namespace\n"}
+
+
+def test_symbolic_links_are_refused_as_the_directory_and_never_followed_inside(
+    tmp_path: Path, reference: Rendered
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(OutputDirError, match="is a symbolic link"):
+        replace_owned_files(link, reference.files, HEADER)
+    out = tmp_path / "out"
+    replace_owned_files(out, reference.files, HEADER)
+    shutil.rmtree(out / "mistral-7b-g6e")
+    (out / "mistral-7b-g6e").symlink_to(elsewhere, target_is_directory=True)
+    before = _tree(out)
+    with pytest.raises(OutputDirError, match="mistral-7b-g6e"):
+        replace_owned_files(out, reference.files, HEADER, allow_other_files=True)
+    assert list(elsewhere.iterdir()) == []
+    assert _tree(out) == before
+
+
+def test_a_regular_file_or_a_folder_in_a_git_directory_is_refused(
+    tmp_path: Path, reference: Rendered
+) -> None:
+    regular = tmp_path / "file"
+    regular.write_text("not a directory\n")
+    with pytest.raises(OutputDirError, match="is not a directory"):
+        replace_owned_files(regular, reference.files, HEADER)
+    assert regular.read_text() == "not a directory\n"
+    with pytest.raises(OutputDirError, match=r"inside a \.git directory"):
+        replace_owned_files(tmp_path / ".git" / "manifests", reference.files, HEADER)
+    assert not (tmp_path / ".git").exists()
+
+
+@pytest.mark.parametrize("entry", ["../outside.yaml", "/etc/passwd", "a/b/c.yaml", "."])
+def test_a_marker_naming_paths_outside_the_layout_is_refused(
+    tmp_path: Path, reference: Rendered, entry: str
+) -> None:
+    out = tmp_path / "out"
+    replace_owned_files(out, reference.files, HEADER)
+    (out / MARKER).write_text(f"{entry}\n")
+    before = _tree(out)
+    with pytest.raises(OutputDirError, match="is not a file of the manifest writer's layout"):
+        replace_owned_files(out, reference.files, HEADER, allow_other_files=True)
+    assert _tree(out) == before
+
+
+def test_an_unmarked_directory_of_an_earlier_version_is_adopted(
+    tmp_path: Path, reference: Rendered
+) -> None:
+    """The layout before the marker: the writer's header on every file, PLAN.md beside them."""
+    out = tmp_path / "k8s_manifests"
+    for name, text in {**reference.files, "retired/01-vllm.yaml": HEADER + "kind: Pod\n"}.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    (out / "PLAN.md").write_text("# plan\n")
+    replace_owned_files(out, reference.files, HEADER)
+    assert _entries(out) == _entries_of(reference.files) | {MARKER, "PLAN.md"}
+
+
+def test_the_committed_manifests_directory_is_adopted_without_consent(
+    tmp_path: Path, reference: Rendered
+) -> None:
+    """What `make synth` does to k8s_manifests/ as committed, with or without a marker."""
+    committed = tmp_path / "k8s_manifests"
+    shutil.copytree(REPO / "k8s_manifests", committed, symlinks=True)
+    replace_owned_files(committed, reference.files, HEADER)
+    assert (committed / "PLAN.md").read_bytes() == (REPO / "k8s_manifests" / "PLAN.md").read_bytes()
+    assert _entries(committed) == _entries_of(reference.files) | {MARKER, "PLAN.md"}
+
+
+def test_an_unmarked_file_without_the_header_is_not_adopted(
+    tmp_path: Path, reference: Rendered
+) -> None:
+    out = tmp_path / "k8s_manifests"
+    (out / "retired").mkdir(parents=True)
+    (out / "retired" / "01-vllm.yaml").write_text("kind: Pod\n")
+    with pytest.raises(ForeignFilesError, match=r"retired/\)"):
+        replace_owned_files(out, reference.files, HEADER)
+    assert _tree(out) == {"retired/01-vllm.yaml": b"kind: Pod\n"}
+
+
+def _previous_output(out: Path, variants: Rendered) -> tuple[dict[str, bytes], set[str]]:
+    """An output of another platform beside a plan and a user's file; its bytes and entries."""
+    replace_owned_files(out, variants.files, HEADER)
+    (out / "PLAN.md").write_text("# plan\n")
+    (out / "notes.txt").write_text("mine\n")
+    return _tree(out), _entries(out)
+
+
+@pytest.mark.parametrize("code", [errno.EBUSY, errno.EACCES, errno.EXDEV])
+def test_a_failed_rename_at_any_step_leaves_the_previous_output_byte_for_byte(
+    tmp_path: Path,
+    reference: Rendered,
+    variants: Rendered,
+    monkeypatch: pytest.MonkeyPatch,
+    code: int,
+) -> None:
+    real_rename = os.rename
+    renames = 0
+
+    def counting(source: Any, target: Any) -> None:
+        nonlocal renames
+        renames += 1
+        real_rename(source, target)
+
+    monkeypatch.setattr(os, "rename", counting)
+    before = _previous_output(tmp_path / "count", variants)
+    renames = 0
+    replace_owned_files(tmp_path / "count", reference.files, HEADER, allow_other_files=True)
+    steps = renames
+    assert steps > len(reference.files)
+    for failing in range(1, steps + 1):
+        out = tmp_path / f"fail-{failing}"
+        assert _previous_output(out, variants) == before
+        calls = 0
+
+        def failing_rename(source: Any, target: Any, at: int = failing) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == at:
+                raise OSError(code, os.strerror(code), str(source))
+            real_rename(source, target)
+
+        monkeypatch.setattr(os, "rename", failing_rename)
+        with pytest.raises(OSError, match=os.strerror(code)):
+            replace_owned_files(out, reference.files, HEADER, allow_other_files=True)
+        monkeypatch.setattr(os, "rename", counting)
+        assert (_tree(out), _entries(out)) == before, f"rename {failing} of {steps}"
+
+
+def test_a_full_disk_at_any_file_leaves_the_previous_output_byte_for_byte(
+    tmp_path: Path, reference: Rendered, variants: Rendered, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_write = Path.write_text
+    writes = len(reference.files) + 2  # the files, then the marker and its interim version
+    for failing in range(1, writes + 1):
+        out = tmp_path / f"fail-{failing}"
+        before = _previous_output(out, variants)
+        calls = 0
+
+        def full_disk(self: Path, *args: Any, at: int = failing, **kwargs: Any) -> int:
+            nonlocal calls
+            calls += 1
+            if calls == at:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+            return real_write(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "write_text", full_disk)
+        with pytest.raises(OSError, match=os.strerror(errno.ENOSPC)):
+            replace_owned_files(out, reference.files, HEADER, allow_other_files=True)
+        monkeypatch.setattr(Path, "write_text", real_write)
+        assert (_tree(out), _entries(out)) == before, f"write {failing} of {writes}"
+
+
+def test_a_run_killed_midway_is_finished_by_the_next(
+    tmp_path: Path, reference: Rendered, variants: Rendered, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No undo, no clean-up (as after SIGKILL): the next run still owns its files."""
+    real_rename = os.rename
+    for killed_at in (3, len(variants.files) + 5, 2 * len(reference.files) + 2):
+        out = tmp_path / f"killed-{killed_at}"
+        _previous_output(out, variants)
+        calls = 0
+
+        def killed(source: Any, target: Any, at: int = killed_at) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == at:
+                raise KeyboardInterrupt
+            real_rename(source, target)
+
+        with monkeypatch.context() as patched:
+            patched.setattr(os, "rename", killed)
+            patched.setattr(output_dir._Steps, "undo", lambda self: None)
+            patched.setattr(output_dir.shutil, "rmtree", lambda *args, **kwargs: None)
+            with pytest.raises(KeyboardInterrupt):
+                replace_owned_files(out, reference.files, HEADER, allow_other_files=True)
+        assert any(p.name.startswith(f"{MARKER}.") for p in out.iterdir())
+        replace_owned_files(out, reference.files, HEADER, allow_other_files=True)
+        assert _entries(out) == _entries_of(reference.files) | {MARKER, "PLAN.md", "notes.txt"}
 
 
 def test_failure_while_rendering_keeps_the_previous_output(
@@ -114,26 +392,16 @@ def test_failure_while_rendering_keeps_the_previous_output(
     assert [p.name for p in tmp_path.iterdir()] == ["k8s_manifests"]
 
 
-def test_failure_while_writing_keeps_the_previous_output(
-    tmp_path: Path, reference_platform: PlatformSpec, monkeypatch: pytest.MonkeyPatch
+def test_a_failed_first_write_leaves_no_directory(
+    tmp_path: Path, reference: Rendered, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out = tmp_path / "k8s_manifests"
-    write_manifests(reference_platform, out, CONTEXT)
-    before = _tree(out)
-    original = Path.write_text
-    calls = []
+    def full_disk(self: Path, *args: Any, **kwargs: Any) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
 
-    def fail_on_third(self: Path, *args: object, **kwargs: object) -> int:
-        calls.append(self)
-        if len(calls) == 3:
-            raise OSError("disk full")
-        return original(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Path, "write_text", fail_on_third)
-    with pytest.raises(OSError, match="disk full"):
-        write_manifests(reference_platform, out, CONTEXT)
-    assert _tree(out) == before
-    assert [p.name for p in tmp_path.iterdir()] == ["k8s_manifests"]
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError, match=os.strerror(errno.ENOSPC)):
+        replace_owned_files(tmp_path / "new", reference.files, HEADER)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_first_write_creates_the_directory(
@@ -176,5 +444,5 @@ def test_default_context_names_the_cdk_built_image(reference_platform: PlatformS
     assert context.neuron_ray_image == asset_image_uri(
         reference_platform.account_id, reference_platform.region
     )
-    text = render_files(reference_platform)["llama3-8b-inf2/03-rayservice.yaml"]
+    text = render_files(reference_platform)["llama3-8b-inf2/04-rayservice.yaml"]
     assert f"image: {context.neuron_ray_image}" in text

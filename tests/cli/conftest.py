@@ -26,6 +26,7 @@ from typer.testing import CliRunner, Result
 
 from eks_inference.cli import aws
 from eks_inference.cli.main import app
+from eks_inference.cli.upload_lease import LOCK_SUFFIX
 
 REGION = "us-east-1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +122,10 @@ class ApiCalls:
     def keys(self, *operations: str) -> list[str]:
         return [p["Key"] for name, p in self.calls if name in operations and "Key" in p]
 
+    def data_keys(self, *operations: str) -> list[str]:
+        """:meth:`keys` without the upload lease's lock object, which every upload writes."""
+        return [k for k in self.keys(*operations) if not k.endswith(LOCK_SUFFIX)]
+
     def clear(self) -> None:
         self.calls.clear()
 
@@ -130,8 +135,10 @@ class _RecordingAws(aws.Aws):
         super().__init__(session)
         self._calls = calls
 
-    def client(self, service: str, region: str | None = None) -> Any:
-        return self._calls.clients.get(service) or super().client(service, region)
+    def client(
+        self, service: str, region: str | None = None, max_connections: int | None = None
+    ) -> Any:
+        return self._calls.clients.get(service) or super().client(service, region, max_connections)
 
 
 @pytest.fixture
@@ -184,3 +191,46 @@ def silent_endpoint() -> Iterator[str]:
         server.close()
         for connection in held:
             connection.close()
+
+
+DRIP_INTERVAL_S = 0.2
+
+
+@pytest.fixture
+def drip_endpoint() -> Iterator[str]:
+    """A server on 127.0.0.1 that answers every request one byte per :data:`DRIP_INTERVAL_S`.
+
+    Each byte comes well within any read timeout, so only a total deadline ends the request:
+    a status line, then a header that never ends.
+    """
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    stop = threading.Event()
+
+    def drip(connection: socket.socket) -> None:
+        with connection:
+            try:
+                connection.recv(65536)
+                for byte in b"HTTP/1.1 200 OK\r\nX-Drip: ":
+                    connection.sendall(bytes([byte]))
+                    time.sleep(DRIP_INTERVAL_S)
+                while not stop.wait(DRIP_INTERVAL_S):
+                    connection.sendall(b"x")
+            except OSError:
+                return
+
+    def accept() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=drip, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        server.close()

@@ -166,7 +166,7 @@ def test_invalid_platform_file_lists_pydantic_errors_compactly(
 
 @pytest.mark.parametrize(
     ("content", "expected"),
-    [(None, "not found"), ("a: [", "not valid YAML"), ("[]", "invalid platform file")],
+    [(None, "not found"), ("a: [", "not valid YAML"), ("[]", "is not a platform file")],
 )
 def test_unreadable_platform_file(
     cli: Callable[..., Result], tmp_path: Path, content: str | None, expected: str

@@ -170,7 +170,7 @@ def test_a_fifty_megabyte_file(tmp_path: Path) -> None:
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_dev_zero_as_the_platform_file(tmp_path: Path) -> None:
     completed = run_cli("plan", "--platform", "/dev/zero", cwd=tmp_path)
-    assert_bad_input(completed, "invalid platform file /dev/zero: larger than")
+    assert_bad_input(completed, "invalid platform file /dev/zero: not a regular file")
 
 
 @pytest.mark.parametrize(
@@ -192,3 +192,70 @@ def test_a_platform_file_that_cannot_be_opened(tmp_path: Path) -> None:
     path = tmp_path / "file" / "platform.yaml"
     completed = run_cli("plan", "--platform", path, cwd=tmp_path)
     assert_bad_input(completed, f"cannot read platform file {path}: Not a directory")
+
+
+# Issue 17, item 5: a named pipe hung every command that reads the platform file.
+
+
+@pytest.mark.parametrize(
+    "command", [("plan",), ("preflight",), ("manifests", "--out", "manifests")]
+)
+def test_a_named_pipe_as_the_platform_file_is_refused_at_once(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    fifo = tmp_path / "platform.yaml"
+    os.mkfifo(fifo)
+    try:
+        completed = run_cli(*command, "--platform", fifo, cwd=tmp_path)
+    except subprocess.TimeoutExpired:
+        # subprocess.run has killed the command by now.
+        pytest.fail(f"{command[0]} waited for a writer to the named pipe")
+    assert_bad_input(completed, f"invalid platform file {fifo}: not a regular file (a named pipe)")
+
+
+# Issue 17, item 12: files that are no platform at all are said to be none.
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        pytest.param(
+            "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n",
+            "is not a platform file: it holds text, not a mapping of platform fields (it needs "
+            "model_bucket_name, node_pools)",
+            id="password-file",
+        ),
+        pytest.param(
+            "".join(f"KEY_{i}: value {i}\n" for i in range(400)),
+            "is not a platform file: none of its 400 keys ('KEY_0', 'KEY_1', 'KEY_2', ...) is a "
+            "PlatformSpec field; it needs model_bucket_name, node_pools",
+            id="key-value-listing",
+        ),
+        pytest.param("", "is not a platform file: it is empty", id="empty"),
+        pytest.param("- a\n- b\n", "is not a platform file: it holds a list", id="list"),
+    ],
+)
+def test_a_file_that_is_no_platform_is_said_to_be_none(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    path = tmp_path / "platform.yaml"
+    path.write_text(content)
+    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), expected)
+    assert line.startswith(f"error: {path} is not a platform file: ")
+
+
+def test_a_misspelt_field_gets_one_line_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "platform.yaml"
+    path.write_text(REFERENCE_TEXT.replace("tensor_parallel_size: 8", "tensor_paralel_size: 8"))
+    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path))
+    assert line == (
+        f"error: invalid platform file {path}: deployments.0.tensor_paralel_size: unknown field; "
+        "did you mean tensor_parallel_size?"
+    )
+
+
+def test_a_five_thousand_character_name_is_not_echoed_whole(tmp_path: Path) -> None:
+    path = tmp_path / "platform.yaml"
+    path.write_text(_reference_with(_set(("model_bucket_name",), "b" * 5000)))
+    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), "(5000 characters)")
+    assert len(line) < 300 + len(str(path))

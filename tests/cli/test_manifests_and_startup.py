@@ -1,12 +1,17 @@
-"""``manifests`` writes through the chart renderer; the CLI starts without heavy imports."""
+"""``manifests`` writes through the chart renderer, owning only its files and failing in one
+line; the CLI starts without heavy imports."""
 
 from __future__ import annotations
 
+import errno
+import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import Result
 
 from .conftest import REFERENCE_PLATFORM
@@ -50,3 +55,97 @@ def test_help_lists_every_command(cli: Callable[..., Result]) -> None:
     assert result.exit_code == 0
     for command in ("plan", "upload", "preflight", "manifests"):
         assert command in result.stdout
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def test_manifests_refuse_a_git_work_tree_and_keep_it_whole(
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    """`git init r; mkdir r/apps; eks-inference manifests --out r` deleted both, exit 0."""
+    repo = tmp_path / "r"
+    (repo / ".git" / "refs").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / "apps").mkdir()
+    result = cli("manifests", "--out", repo, "--platform", REFERENCE_PLATFORM)
+    assert result.exit_code == 2
+    assert _lines(result.stderr) == [
+        f"error: {repo} holds files the manifest writer did not write (.git/, apps/); choose a "
+        "new or empty directory, or pass --allow-other-files to write beside them (they are "
+        "left untouched)"
+    ]
+    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == [
+        ".git",
+        ".git/HEAD",
+        ".git/refs",
+        "apps",
+    ]
+    allowed = cli(
+        "manifests", "--out", repo, "--platform", REFERENCE_PLATFORM, "--allow-other-files"
+    )
+    assert allowed.exit_code == 0, allowed.stderr
+    assert (repo / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert (repo / "apps").is_dir()
+    assert (repo / "namespace.yaml").is_file()
+
+
+def test_manifests_refuse_the_project_directory_and_a_file(
+    cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "app.py").write_text("print('the project')\n")
+    monkeypatch.chdir(project)
+    result = cli("manifests", "--out", ".", "--platform", REFERENCE_PLATFORM)
+    assert result.exit_code == 2
+    assert _lines(result.stderr)[0].startswith(
+        "error: . holds files the manifest writer did not write (app.py)"
+    )
+    assert len(_lines(result.stderr)) == 1
+    assert [p.name for p in project.iterdir()] == ["app.py"]
+    as_file = cli("manifests", "--out", "app.py", "--platform", REFERENCE_PLATFORM)
+    assert as_file.exit_code == 2
+    assert _lines(as_file.stderr) == ["error: app.py exists and is not a directory"]
+    assert (project / "app.py").read_text() == "print('the project')\n"
+
+
+def test_manifests_refuse_a_symbolic_link_as_the_directory(
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target, target_is_directory=True)
+    result = cli("manifests", "--out", link, "--platform", REFERENCE_PLATFORM)
+    assert result.exit_code == 2
+    assert _lines(result.stderr) == [
+        f"error: {link} is a symbolic link; give the directory it points to, {target}"
+    ]
+    assert list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EBUSY])
+def test_a_failed_write_is_one_line_and_keeps_the_previous_manifests(
+    cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    out = tmp_path / "k8s_manifests"
+    assert cli("manifests", "--out", out, "--platform", REFERENCE_PLATFORM).exit_code == 0
+    before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise OSError(code, os.strerror(code), str(out / "namespace.yaml"))
+
+    if code == errno.ENOSPC:
+        monkeypatch.setattr(Path, "write_text", fail)
+    else:
+        monkeypatch.setattr(os, "rename", fail)
+    result = cli("manifests", "--out", out, "--platform", REFERENCE_PLATFORM)
+    assert result.exit_code == 1
+    assert _lines(result.stderr) == [
+        f"error: cannot write the manifests to {out}: {os.strerror(code)} "
+        f"({out / 'namespace.yaml'}); the previous manifests there are unchanged"
+    ]
+    monkeypatch.undo()
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before

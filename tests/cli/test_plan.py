@@ -94,9 +94,9 @@ def test_configuration_numbers() -> None:
     assert result.fits
 
 
-def test_price_override_and_a_configuration_that_does_not_fit(cli: Cli) -> None:
-    data = _json(
-        cli,
+def test_a_configuration_that_does_not_fit_fails_after_showing_its_numbers(cli: Cli) -> None:
+    result = cli(
+        "plan",
         "--model",
         "llama-3.1-70b",
         "--instance-type",
@@ -109,12 +109,41 @@ def test_price_override_and_a_configuration_that_does_not_fit(cli: Cli) -> None:
         "8192",
         "--max-num-seqs",
         "8",
+        "--json",
     )
+    # The JSON still says by how much, for a script that wants to know; the exit code says
+    # that it is no plan.
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
     assert data["fits"] is False
     assert data["price_per_hour"] == 1.5
     assert data["price_source"] == "given"
     assert data["max_model_len"] == 8192
     assert data["max_num_seqs"] == 8
+    assert result.stderr == (
+        "error: llama-3.1-70b does not fit on g6e.xlarge TP1: 151.4 GiB needed, 40.2 GiB usable "
+        "at max_model_len 8192 and max_num_seqs 8; lower --max-model-len or --max-num-seqs, or "
+        "see --plot for the configurations that fit\n"
+    )
+
+
+def test_a_configuration_that_does_not_fit_shows_no_cost_and_the_degree_that_fits(
+    cli: Cli,
+) -> None:
+    result = cli(
+        "plan",
+        "--model",
+        "llama-3.1-70b",
+        "--instance-type",
+        "g6e.48xlarge",
+        "--tensor-parallel",
+        "2",
+    )
+    assert result.exit_code == 1
+    assert "$ per 1M tokens" in result.stdout
+    assert "none: does not fit" in result.stdout
+    assert "use --tensor-parallel 8," in result.stderr
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_configuration_table_is_readable_without_a_terminal(cli: Cli) -> None:

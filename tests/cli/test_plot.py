@@ -96,4 +96,4 @@ def test_configuration_options_need_a_model(
 ) -> None:
     result = cli("plan", *args)
     assert result.exit_code == 2
-    assert "need --model" in result.stderr
+    assert result.stderr == f"error: {args[0]} needs --model\n"

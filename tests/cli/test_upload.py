@@ -17,6 +17,7 @@ from typer.testing import Result
 from eks_inference.cli.errors import CommandFailed
 from eks_inference.cli.s3uri import S3Prefix
 from eks_inference.cli.upload import check_bucket
+from eks_inference.cli.upload_lease import LOCK_SUFFIX
 
 from .conftest import REGION, ApiCalls
 
@@ -94,8 +95,8 @@ def test_upload_sends_every_file_with_its_checksum(
         body = s3.get_object(Bucket=BUCKET, Key=PREFIX + relative)["Body"].read()
         assert _sha256(body) == _sha256(data)
     # The large file went multipart, in three parts; the others in one request each.
-    assert api_calls.keys(*MULTIPART) == [PREFIX + BIG] * 5
-    assert sorted(api_calls.keys("PutObject")) == sorted(
+    assert api_calls.data_keys(*MULTIPART) == [PREFIX + BIG] * 5
+    assert sorted(api_calls.data_keys("PutObject")) == sorted(
         PREFIX + k for k in [*local.keys() - {BIG}, "_manifest.json"]
     )
     manifest = _manifest(s3)
@@ -114,8 +115,7 @@ def test_rerun_sends_nothing(
     api_calls.clear()
     result = _upload(cli, model_dir)
     assert result.exit_code == 0, result.stderr
-    sent = [name for name, _ in api_calls.calls if name in ("PutObject", *MULTIPART)]
-    assert sent == []
+    assert api_calls.data_keys("PutObject", *MULTIPART) == []
     assert "uploaded 0 files (0 B), skipped 4 unchanged, deleted 0; manifest unchanged" in (
         result.stdout
     )
@@ -147,7 +147,7 @@ def test_interrupted_upload_resumes_with_only_the_missing_files(
     result = _upload(cli, model_dir)
     assert result.exit_code == 0, result.stderr
     local = set(_local_files(model_dir))
-    sent = {k.removeprefix(PREFIX) for k in api_calls.keys(*DATA_CALLS)}
+    sent = {k.removeprefix(PREFIX) for k in api_calls.data_keys(*DATA_CALLS)}
     assert sent == (local - present) | {"_manifest.json"}
     # The manifest is the very last object written.
     writes = [
@@ -179,7 +179,7 @@ def test_failure_after_some_files_keeps_them_and_writes_no_manifest(
     api_calls.fail = None
     api_calls.clear()
     assert _upload(cli, model_dir).exit_code == 0
-    sent = {k.removeprefix(PREFIX) for k in api_calls.keys(*DATA_CALLS)}
+    sent = {k.removeprefix(PREFIX) for k in api_calls.data_keys(*DATA_CALLS)}
     assert sent == (set(_local_files(model_dir)) - present) | {"_manifest.json"}
 
 
@@ -197,14 +197,17 @@ def test_refuses_to_overwrite_a_differing_object(
     assert "differs: config.json (same size, different sha256)" in result.stderr
     assert "--overwrite" in result.stderr
     assert "nothing was uploaded" in result.stderr
-    assert api_calls.keys("PutObject", "DeleteObjects", *MULTIPART) == []
+    assert api_calls.data_keys("PutObject", "DeleteObjects", *MULTIPART) == []
     body = s3.get_object(Bucket=BUCKET, Key=PREFIX + "config.json")["Body"].read()
     assert body == original
 
     api_calls.clear()
     result = _upload(cli, model_dir, "--overwrite")
     assert result.exit_code == 0, result.stderr
-    assert set(api_calls.keys("PutObject")) == {PREFIX + "config.json", PREFIX + "_manifest.json"}
+    assert set(api_calls.data_keys("PutObject")) == {
+        PREFIX + "config.json",
+        PREFIX + "_manifest.json",
+    }
     body = s3.get_object(Bucket=BUCKET, Key=PREFIX + "config.json")["Body"].read()
     assert body == config.read_bytes()
     listed = {f["key"]: f["sha256"] for f in _manifest(s3)["files"]}
@@ -219,7 +222,7 @@ def test_refuses_to_delete_extra_objects(
     assert result.exit_code == 1
     assert "extra in S3: old/pytorch_model.bin" in result.stderr
     assert "--delete" in result.stderr
-    assert api_calls.keys("PutObject", "DeleteObjects", *MULTIPART) == []
+    assert api_calls.data_keys("PutObject", "DeleteObjects", *MULTIPART) == []
     assert _remote_keys(s3) == {"old/pytorch_model.bin"}
 
     result = _upload(cli, model_dir, "--delete")
@@ -236,7 +239,8 @@ def test_changing_a_prefix_removes_its_manifest_first(
     (model_dir / "generation_config.json").write_text("{}")
 
     def fail_put(operation: str, params: dict[str, Any]) -> None:
-        if operation == "PutObject":
+        # The lease's lock is written with PutObject too; the upload's own writes fail.
+        if operation == "PutObject" and not params["Key"].endswith(LOCK_SUFFIX):
             raise ConnectionResetError("connection reset by peer")
 
     api_calls.fail = fail_put
@@ -255,11 +259,11 @@ def test_artifacts_get_a_completion_marker_after_the_manifest(
     uri = f"s3://{BUCKET}/neuron-artifacts/x/"
     result = cli("upload", compiled, uri, "--kind", "artifacts")
     assert result.exit_code == 0, result.stderr
-    keys = api_calls.keys("PutObject")
+    keys = api_calls.data_keys("PutObject")
     assert keys[-2:] == ["neuron-artifacts/x/_manifest.json", "neuron-artifacts/x/_COMPLETE"]
     api_calls.clear()
     assert cli("upload", compiled, uri, "--kind", "artifacts").exit_code == 0
-    assert api_calls.keys("PutObject") == []
+    assert api_calls.data_keys("PutObject") == []
 
 
 def test_missing_bucket(cli: Cli, aws_env: str, model_dir: Path) -> None:

@@ -1,0 +1,301 @@
+"""The manifests directory: which files in it the writer owns, and replacing exactly those.
+
+The writer owns only what it wrote. It lists those files in a marker file (:data:`MARKER`) in
+the directory, and on the next run replaces exactly them: files it listed but no longer
+renders are removed (and folders they leave empty), everything else is left alone. A
+directory that holds anything else (a ``.git``, a user's ``apps/``, a symbolic link, a stale
+file without the writer's header) is refused unless the caller allows other files; even then
+they are never touched, and a file the writer would write over is refused. The output
+directory itself must be a real directory (not a symbolic link) and not inside a ``.git``.
+
+Before the marker existed, the writer kept no list. A directory without a marker is taken
+as the writer's when each of its files is one the writer writes: a ``.yaml`` file at the top or
+one folder down (its layout) that starts with the writer's header line. This is how the
+committed ``k8s_manifests/`` of an earlier version is adopted on the first run, renamed or
+retired charts included, without asking for consent.
+
+Companion files (:data:`COMPANION_FILES`) are written into the directory by other commands by
+convention (``make synth`` writes the capacity plan ``PLAN.md`` there): they are not foreign,
+and not the writer's either, so they are kept as they are.
+
+Replacement is all or nothing for every error Python sees (a full disk, a busy or read-only
+file, a missing permission): the new files are written to a staging folder inside the
+directory first (inside rather than beside it, so that every move is a rename within one file
+system even when the directory is a mount point), then each old file is moved aside and each
+new one moved in, every step recorded; on an error the steps are undone in reverse order and
+the directory is as it was. A process killed midway leaves a marker that lists the old and new
+files together and hidden folders named after the marker, which the next run removes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+# Lists, one per line, the files the writer wrote into the directory.
+MARKER = ".eks-inference-manifests"
+# Hidden folders of a run in progress (staging, old files moved aside) start with this.
+_RUN_PREFIX = f"{MARKER}."
+_MARKER_HEADER = (
+    "# Files `eks-inference manifests` wrote here; it replaces exactly these on its next run\n"
+    "# and leaves every other file alone.\n"
+)
+# Written into the directory by other commands by convention (`make synth`): kept as they are.
+COMPANION_FILES = frozenset({"PLAN.md"})
+# The writer's layout: a file at the top of the directory or in one folder below it.
+_MAX_DEPTH = 2
+# Foreign files named in an error, before counting the rest.
+_LISTED_FOREIGN = 3
+
+
+class OutputDirError(ValueError):
+    """The output directory cannot be written safely; the message says why and what to do."""
+
+
+class ForeignFilesError(OutputDirError):
+    """The output directory holds files the writer did not write (listed in ``foreign``)."""
+
+    def __init__(self, message: str, foreign: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.foreign = foreign
+
+
+@dataclass
+class _Survey:
+    """What the output directory holds, as paths relative to it: the writer's files and the
+    folders they are in, foreign files, and the hidden folders of an interrupted run."""
+
+    owned: set[str] = field(default_factory=set)
+    folders: set[str] = field(default_factory=set)
+    foreign: list[str] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)
+
+
+def replace_owned_files(
+    out_dir: Path, files: Mapping[str, str], header: str, *, allow_other_files: bool = False
+) -> list[Path]:
+    """Make ``out_dir`` hold ``files`` (relative path -> text) in place of the writer's old ones.
+
+    ``header`` is the first line of every file the writer writes (how an unmarked directory of
+    an earlier version is recognised). Raises :class:`ForeignFilesError` when ``out_dir`` holds
+    files the writer did not write, unless ``allow_other_files``; :class:`OutputDirError` when
+    it cannot be written without touching something not the writer's; ``OSError`` when writing
+    fails, with ``out_dir`` unchanged.
+    """
+    for relative in files:
+        _check_relative(relative, "manifest path")
+    survey = _survey(out_dir, header)
+    if survey.foreign and not allow_other_files:
+        listed = ", ".join(survey.foreign[:_LISTED_FOREIGN])
+        more = len(survey.foreign) - _LISTED_FOREIGN
+        raise ForeignFilesError(
+            f"{out_dir} holds files the manifest writer did not write ({listed}"
+            f"{f' and {more} more' if more > 0 else ''}); choose a new or empty directory",
+            tuple(survey.foreign),
+        )
+    _check_in_the_way(out_dir, files, survey.owned)
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if created:
+        # The manifests are not secret; a restrictive umask should not hide them from reviewers.
+        out_dir.chmod(0o755)
+    try:
+        _swap(out_dir, files, survey)
+    except BaseException:
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    for leftover in survey.leftovers:
+        shutil.rmtree(out_dir / leftover, ignore_errors=True)
+    return [out_dir / relative for relative in files]
+
+
+def _check_relative(relative: str, what: str) -> None:
+    """A path of the writer's layout: relative, at most one folder deep, no ``.``/``..``."""
+    parts = PurePosixPath(relative).parts
+    if (
+        not parts
+        or len(parts) > _MAX_DEPTH
+        or relative.startswith("/")
+        or "\\" in relative
+        or any(part in ("", ".", "..") or part.startswith(MARKER) for part in parts)
+    ):
+        raise OutputDirError(f"{what} {relative!r} is not a file of the manifest writer's layout")
+
+
+def _survey(out_dir: Path, header: str) -> _Survey:
+    """Sort what ``out_dir`` holds into the writer's files, foreign ones and leftovers."""
+    survey = _Survey()
+    if any(part == ".git" for part in out_dir.absolute().parts):
+        raise OutputDirError(f"{out_dir} is inside a .git directory; write the manifests elsewhere")
+    try:
+        mode = os.lstat(out_dir).st_mode
+    except FileNotFoundError:
+        return survey
+    if stat.S_ISLNK(mode):
+        raise OutputDirError(
+            f"{out_dir} is a symbolic link; give the directory it points to, "
+            f"{os.path.realpath(out_dir)}"
+        )
+    if not stat.S_ISDIR(mode):
+        raise OutputDirError(f"{out_dir} exists and is not a directory")
+    listed = _read_marker(out_dir)
+
+    def claims(relative: str, path: Path) -> bool:
+        if listed is not None:
+            return relative in listed
+        return relative.endswith(".yaml") and _starts_with(path, header)
+
+    for entry in sorted(os.scandir(out_dir), key=lambda e: e.name):
+        if entry.name == MARKER:
+            continue
+        if entry.name.startswith(_RUN_PREFIX) and entry.is_dir(follow_symlinks=False):
+            survey.leftovers.append(entry.name)
+        elif entry.name in COMPANION_FILES and entry.is_file(follow_symlinks=False):
+            continue
+        elif entry.is_dir(follow_symlinks=False):
+            owned, foreign = [], []
+            for item in sorted(os.scandir(entry.path), key=lambda e: e.name):
+                relative = f"{entry.name}/{item.name}"
+                if item.is_file(follow_symlinks=False) and claims(relative, Path(item.path)):
+                    owned.append(relative)
+                else:
+                    foreign.append(relative)
+            survey.owned.update(owned)
+            # A folder the marker lists files in is the writer's even when a run killed before
+            # it removed the folder left it empty.
+            if owned or (
+                not foreign
+                and listed is not None
+                and any(path.startswith(f"{entry.name}/") for path in listed)
+            ):
+                survey.folders.add(entry.name)
+            # A folder holding nothing of the writer's is named once, not file by file.
+            if foreign:
+                survey.foreign.extend(foreign if owned else [f"{entry.name}/"])
+            elif entry.name not in survey.folders:
+                survey.foreign.append(f"{entry.name}/")
+        elif entry.is_file(follow_symlinks=False) and claims(entry.name, Path(entry.path)):
+            survey.owned.add(entry.name)
+        else:
+            survey.foreign.append(entry.name)
+    return survey
+
+
+def _read_marker(out_dir: Path) -> set[str] | None:
+    """The files the marker lists, or ``None`` without a marker (an earlier version's output)."""
+    marker = out_dir / MARKER
+    try:
+        mode = os.lstat(marker).st_mode
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(mode):
+        raise OutputDirError(f"{marker} is not a file the manifest writer wrote; remove it")
+    listed = set()
+    for line in marker.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            _check_relative(line, f"{marker} lists")
+            listed.add(line)
+    return listed
+
+
+def _starts_with(path: Path, header: str) -> bool:
+    expected = header.encode("utf-8")
+    with path.open("rb") as handle:
+        return handle.read(len(expected)) == expected
+
+
+def _check_in_the_way(out_dir: Path, files: Mapping[str, str], owned: set[str]) -> None:
+    """Refuse a new file whose path is taken by something that is not the writer's."""
+    for relative in files:
+        parts = PurePosixPath(relative).parts
+        for depth in range(1, len(parts) + 1):
+            partial = "/".join(parts[:depth])
+            path = out_dir / partial
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                break
+            is_file = depth == len(parts)
+            if is_file and not (stat.S_ISREG(mode) and partial in owned):
+                raise OutputDirError(
+                    f"{path} is in the way of a manifest and was not written by the manifest "
+                    "writer; move it away"
+                )
+            if not is_file and not stat.S_ISDIR(mode):
+                raise OutputDirError(
+                    f"{path} is in the way of the manifest folder {partial}/ (it is not a "
+                    "directory); move it away"
+                )
+
+
+class _Steps:
+    """Renames and folders made so far, undone in reverse order when a later step fails."""
+
+    def __init__(self) -> None:
+        self._done: list[tuple[Path, Path | None]] = []
+
+    def move(self, source: Path, target: Path) -> None:
+        os.rename(source, target)
+        self._done.append((source, target))
+
+    def make_dir(self, path: Path) -> None:
+        path.mkdir()
+        self._done.append((path, None))
+
+    def undo(self) -> None:
+        for source, target in reversed(self._done):
+            if target is None:
+                source.rmdir()
+            else:
+                os.rename(target, source)
+
+
+def _swap(out_dir: Path, files: Mapping[str, str], survey: _Survey) -> None:
+    """Stage ``files`` in ``out_dir``, then move the old owned files aside and the new in."""
+    staging = Path(tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}new-", dir=out_dir))
+    aside = Path(tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}old-", dir=out_dir))
+    steps = _Steps()
+    try:
+        for relative, text in files.items():
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        final_marker, interim_marker = staging / MARKER, staging / f"{MARKER}.interim"
+        final_marker.write_text(_marker_text(files), encoding="utf-8")
+        interim_marker.write_text(_marker_text([*files, *survey.owned]), encoding="utf-8")
+        marker = out_dir / MARKER
+        if marker.exists():
+            steps.move(marker, aside / MARKER)
+        # Until the last step the marker lists old and new files, so that a run killed midway
+        # leaves a directory the next run still recognises as the writer's.
+        steps.move(interim_marker, marker)
+        for relative in sorted(survey.owned):
+            (aside / relative).parent.mkdir(parents=True, exist_ok=True)
+            steps.move(out_dir / relative, aside / relative)
+        needed = {PurePosixPath(relative).parts[0] for relative in files if "/" in relative}
+        for folder in sorted(survey.folders - needed):
+            if not any((out_dir / folder).iterdir()):
+                steps.move(out_dir / folder, aside / f"{folder}.folder")
+        for relative in files:
+            target = out_dir / relative
+            if not target.parent.exists():
+                steps.make_dir(target.parent)
+            steps.move(staging / relative, target)
+        steps.move(marker, aside / f"{MARKER}.interim")
+        steps.move(final_marker, marker)
+    except BaseException:
+        steps.undo()
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _marker_text(files: Iterable[str]) -> str:
+    return _MARKER_HEADER + "".join(f"{path}\n" for path in sorted(set(files)))

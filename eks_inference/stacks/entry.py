@@ -1,0 +1,93 @@
+"""The CDK app's entry point (``app.py``, run by ``cdk synth`` and ``python app.py``).
+
+A platform file or context value that is wrong ends the app with the same one line that
+``eks-inference plan`` prints for it, on stderr, and exit code 2: never a Python traceback,
+which the CDK CLI would print whole under its own messages.
+
+The platform file is ``deployments.yaml`` beside ``app.py`` unless the ``platform`` context
+value names another (``cdk synth -c platform=path/to/platform.yaml``; relative to the current
+directory, which for ``cdk`` is the folder holding ``cdk.json``). ``python app.py`` reads
+context from the ``CDK_CONTEXT_JSON`` environment variable, as every CDK app does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from eks_inference.cli.errors import BadInput, summarize_validation_error
+from eks_inference.cli.inputs import load_platform
+from eks_inference.platform import PlatformSpec
+
+if TYPE_CHECKING:
+    from aws_cdk import App
+
+# The context key naming the platform file.
+PLATFORM_CONTEXT = "platform"
+# Where the CDK CLI hands an app its context: a JSON object in this variable, and what did
+# not fit in the environment in the JSON file the second one names (aws-cdk-lib's App reads
+# the same two, as the CLI's cx-api constants CONTEXT_ENV and CONTEXT_OVERFLOW_LOCATION_ENV).
+CONTEXT_ENV = "CDK_CONTEXT_JSON"
+CONTEXT_OVERFLOW_ENV = "CONTEXT_OVERFLOW_LOCATION_ENV"
+
+
+def main(default_platform: Path) -> None:
+    """Build the app from the platform file and synthesize it; exit 2 on bad input.
+
+    The platform file is read and validated before aws-cdk-lib is imported: a bad file is
+    refused in the time ``eks-inference plan`` takes, without starting jsii's Node.js.
+    """
+    try:
+        given = _context().get(PLATFORM_CONTEXT)
+        path = Path(str(given)) if given else default_platform
+        platform = load_platform(path)
+        from aws_cdk import App
+
+        app = App(builtin_cloud_formation_validation=False)
+        build(app, path, platform)
+    except BadInput as error:
+        print(f"error: {error.format_message()}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    app.synth()
+
+
+def _context() -> dict[str, Any]:
+    """The app's context as the CDK CLI passed it, read without aws-cdk-lib."""
+    context: dict[str, Any] = {}
+    try:
+        if os.environ.get(CONTEXT_ENV):
+            context.update(json.loads(os.environ[CONTEXT_ENV]))
+        if os.environ.get(CONTEXT_OVERFLOW_ENV):
+            context.update(json.loads(Path(os.environ[CONTEXT_OVERFLOW_ENV]).read_text()))
+    except (OSError, ValueError) as error:
+        raise BadInput(f"the CDK context could not be read: {error}") from None
+    return context
+
+
+def build(app: App, path: Path, platform: PlatformSpec | None = None) -> None:
+    """Build ``app`` from the platform file at ``path`` (or ``platform``, already read from
+    it); every spec or context error is a :class:`~eks_inference.cli.errors.BadInput` with
+    the line ``eks-inference`` prints.
+
+    The app's context can change the platform (``node_provisioning`` validates it again in
+    that mode) or be wrong itself (a region other than the platform's); :func:`build_app`
+    raises a ``ValidationError`` for either, and ``ValueError`` for a problem found while
+    building (a kubectl layer package that is not installed).
+    """
+    from eks_inference.stacks.app import build_app
+
+    platform = platform or load_platform(path)
+    try:
+        build_app(platform, app=app)
+    except ValidationError as error:
+        # The platform validated again in the mode the context asks for, or the context's own
+        # values, located at their keys.
+        source = f"platform file {path}" if error.title == PlatformSpec.__name__ else "context"
+        raise BadInput(f"invalid {source}: {summarize_validation_error(error)}") from None
+    except ValueError as error:
+        raise BadInput(str(error)) from None
