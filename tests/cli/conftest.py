@@ -7,6 +7,8 @@ reach AWS. Its state is reset before each test that uses it.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
 import subprocess
@@ -234,3 +236,40 @@ def drip_endpoint() -> Iterator[str]:
     finally:
         stop.set()
         server.close()
+
+
+# The model directory the upload tests send, and where: files of three 5 MiB parts, one part
+# and a small one, in a subdirectory too (as Mistral's ``original/`` consolidated weights).
+UPLOAD_BUCKET = "eks-inference-test-models"
+UPLOAD_PREFIX = "models/llama-3-8b/"
+UPLOAD_URI = f"s3://{UPLOAD_BUCKET}/{UPLOAD_PREFIX}"
+MIB = 1024**2
+PART_SIZE = ("--part-size", "5")
+BIG = "model-00001-of-00002.safetensors"
+SMALL = "model-00002-of-00002.safetensors"
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> Path:
+    """A model directory: ``config.json``, :data:`BIG` (11 MiB: three parts), :data:`SMALL`
+    and ``original/consolidated.safetensors``."""
+    root = tmp_path / "llama"
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (root / BIG).write_bytes(os.urandom(11 * MIB))
+    (root / SMALL).write_bytes(os.urandom(300 * 1024))
+    (root / "original").mkdir()
+    (root / "original" / "consolidated.safetensors").write_bytes(os.urandom(64 * 1024))
+    return root
+
+
+@pytest.fixture
+def bucket(s3: Any) -> str:
+    """:data:`UPLOAD_BUCKET`, created in the S3 emulator."""
+    s3.create_bucket(Bucket=UPLOAD_BUCKET)
+    return UPLOAD_BUCKET
+
+
+def upload(cli: Callable[..., Result], root: Path, *args: str) -> Result:
+    """``eks-inference upload ROOT UPLOAD_URI`` in 5 MiB parts, with ``args``."""
+    return cli("upload", root, UPLOAD_URI, *PART_SIZE, *args)

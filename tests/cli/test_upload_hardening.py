@@ -30,17 +30,24 @@ from typer.testing import Result
 from eks_inference.cli.aws import TIMEOUT_VARIABLE
 from eks_inference.cli.progress import STALL_AFTER_S, ByteProgress, StallColumn
 
-from .conftest import REPO_ROOT, ApiCalls
+from .conftest import (
+    BIG,
+    MIB,
+    PART_SIZE,
+    REPO_ROOT,
+    SMALL,
+    UPLOAD_BUCKET,
+    UPLOAD_PREFIX,
+    UPLOAD_URI,
+    ApiCalls,
+    upload,
+)
 
 Cli = Callable[..., Result]
-BUCKET = "eks-inference-test-models"
-PREFIX = "models/llama-3-8b/"
-URI = f"s3://{BUCKET}/{PREFIX}"
-MIB = 1024**2
-PART_SIZE = ("--part-size", "5")
+BUCKET = UPLOAD_BUCKET
+PREFIX = UPLOAD_PREFIX
+URI = UPLOAD_URI
 # Three parts of 5, 5 and 1 MiB.
-BIG = "model-00001-of-00002.safetensors"
-SMALL = "model-00002-of-00002.safetensors"
 WRITES = (
     "PutObject",
     "CreateMultipartUpload",
@@ -48,29 +55,6 @@ WRITES = (
     "CompleteMultipartUpload",
     "DeleteObjects",
 )
-
-
-@pytest.fixture
-def model_dir(tmp_path: Path) -> Path:
-    """A model directory with a subdirectory (as Mistral's ``original/`` consolidated weights)."""
-    root = tmp_path / "llama"
-    root.mkdir()
-    (root / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    (root / BIG).write_bytes(os.urandom(11 * MIB))
-    (root / SMALL).write_bytes(os.urandom(300 * 1024))
-    (root / "original").mkdir()
-    (root / "original" / "consolidated.safetensors").write_bytes(os.urandom(64 * 1024))
-    return root
-
-
-@pytest.fixture
-def bucket(s3: Any) -> str:
-    s3.create_bucket(Bucket=BUCKET)
-    return BUCKET
-
-
-def _upload(cli: Cli, root: Path, *args: str) -> Result:
-    return cli("upload", root, URI, *PART_SIZE, *args)
 
 
 def _remote(s3: Any, prefix: str = PREFIX) -> dict[str, bytes]:
@@ -107,7 +91,7 @@ def test_an_unreadable_directory_fails_the_run_before_anything_changes(
     api_calls: ApiCalls,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert _upload(cli, model_dir).exit_code == 0
+    assert upload(cli, model_dir).exit_code == 0
     before = _remote(s3)
     assert "original/consolidated.safetensors" in before
 
@@ -121,7 +105,7 @@ def test_an_unreadable_directory_fails_the_run_before_anything_changes(
     monkeypatch.setattr(os, "scandir", scandir)
     api_calls.clear()
     # With --delete, a skipped directory would have cost the bucket its copy.
-    line = _one_line_error(_upload(cli, model_dir, "--delete"), 2)
+    line = _one_line_error(upload(cli, model_dir, "--delete"), 2)
     assert "'original/' cannot be read (Permission denied)" in line
     assert f"cannot upload {model_dir} as it is, nothing was sent; 1 problem:" in line
     assert [name for name, _ in api_calls.calls if name in WRITES] == []
@@ -141,7 +125,7 @@ def test_links_that_leave_the_directory_are_refused_one_message_each(
     (model_dir / "generation_config.json").symlink_to(model_dir / "no-such-file.json")
     (model_dir / "original" / "loop").symlink_to("..", target_is_directory=True)
 
-    line = _one_line_error(_upload(cli, model_dir), 2)
+    line = _one_line_error(upload(cli, model_dir), 2)
     assert "nothing was sent; 4 problems: " in line
     assert f"'extra.safetensors' is a link to '{outside / 'extra.safetensors'}', outside" in line
     assert f"'tokenizer' is a link to '{outside / 'tokenizer'}', outside the directory" in line
@@ -159,7 +143,7 @@ def test_links_inside_the_directory_are_uploaded_as_their_targets(
     (model_dir / "pytorch_model.safetensors").symlink_to(SMALL)
     (model_dir / "consolidated").symlink_to("original", target_is_directory=True)
 
-    result = _upload(cli, model_dir)
+    result = upload(cli, model_dir)
     assert result.exit_code == 0, result.stderr
     notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
     assert len(notes) == 2
@@ -179,7 +163,7 @@ def test_a_fifo_is_refused_instead_of_skipped_or_read_forever(
     cli: Cli, bucket: str, model_dir: Path
 ) -> None:
     os.mkfifo(model_dir / "original" / "pipe")
-    line = _one_line_error(_upload(cli, model_dir), 2)
+    line = _one_line_error(upload(cli, model_dir), 2)
     assert "'original/pipe' is not a file or directory (a FIFO, socket or device)" in line
 
 
@@ -213,7 +197,7 @@ def test_a_file_changed_mid_upload_leaves_no_object_and_no_manifest(
         return real_pread(fd, size, offset)
 
     monkeypatch.setattr(os, "pread", pread)
-    line = _one_line_error(_upload(cli, model_dir, "--concurrency", "1"), 1)
+    line = _one_line_error(upload(cli, model_dir, "--concurrency", "1"), 1)
     assert f"upload stopped ({BIG}: {big} changed while it was being read" in line
     remote = _remote(s3)
     assert BIG not in remote
@@ -230,7 +214,7 @@ def test_a_file_changed_mid_upload_leaves_no_object_and_no_manifest(
     assert api_calls.count("CompleteMultipartUpload") == 0
 
     monkeypatch.setattr(os, "pread", real_pread)
-    result = _upload(cli, model_dir)
+    result = upload(cli, model_dir)
     assert result.exit_code == 0, result.stderr
     remote = _remote(s3)
     assert remote[BIG] == big.read_bytes()
@@ -290,7 +274,7 @@ def test_a_rerun_aborts_the_multipart_upload_a_killed_run_left_open(
     assert _open_uploads(s3) == [PREFIX + BIG]
     s3.create_multipart_upload(Bucket=BUCKET, Key="models/other/shard.safetensors")
 
-    result = _upload(cli, model_dir)
+    result = upload(cli, model_dir)
     assert result.exit_code == 0, result.stderr
     assert f"aborted 1 multipart upload that an earlier run left open under {URI}" in (
         result.stderr
@@ -359,7 +343,7 @@ def test_the_timeout_setting_is_checked(
     cli: Cli, aws_env: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     monkeypatch.setenv(TIMEOUT_VARIABLE, value)
-    line = _one_line_error(_upload(cli, model_dir), 2)
+    line = _one_line_error(upload(cli, model_dir), 2)
     assert f"{TIMEOUT_VARIABLE}={value!r} must be a number of seconds" in line
 
 
@@ -377,7 +361,7 @@ def test_retry_settings_botocore_rejects_are_bad_input(
 ) -> None:
     # Retries follow the standard AWS settings now, so their mistakes must read as one line.
     monkeypatch.setenv(variable, value)
-    line = _one_line_error(_upload(cli, model_dir), 2)
+    line = _one_line_error(upload(cli, model_dir), 2)
     assert "the AWS configuration is invalid (" in line
     assert "check AWS_MAX_ATTEMPTS, AWS_RETRY_MODE" in line
 
@@ -404,7 +388,7 @@ def test_file_names_that_cannot_be_keys_are_refused(
     cli: Cli, model_dir: Path, api_calls: ApiCalls, name: str
 ) -> None:
     (model_dir / "original" / name).write_text("{}")
-    line = _one_line_error(_upload(cli, model_dir), 2)
+    line = _one_line_error(upload(cli, model_dir), 2)
     shown = repr("original/" + name)
     assert f"{shown} has a control character, '?', '#' or '\\' in its name, refused" in line
     assert api_calls.calls == []
@@ -416,7 +400,7 @@ def test_keys_longer_than_s3_allows_are_refused(cli: Cli, aws_env: str, model_di
         deep = deep / ("d" * 200)
     deep.mkdir(parents=True)
     (deep / "tokenizer.json").write_text("{}")
-    line = _one_line_error(_upload(cli, model_dir), 2)
+    line = _one_line_error(upload(cli, model_dir), 2)
     assert f"1 key under {URI} would be longer than S3's 1024 bytes" in line
 
 

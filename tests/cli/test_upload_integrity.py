@@ -38,41 +38,28 @@ from eks_inference.cli.s3uri import S3Prefix
 from eks_inference.cli.upload import abort_stale_uploads
 from eks_inference.cli.upload_lease import LOCK_SUFFIX, Lease, LeaseOwner, acquire
 
-from .conftest import REFERENCE_PLATFORM, REGION, REPO_ROOT, ApiCalls
+from .conftest import (
+    BIG,
+    MIB,
+    PART_SIZE,
+    REFERENCE_PLATFORM,
+    REGION,
+    REPO_ROOT,
+    SMALL,
+    UPLOAD_BUCKET,
+    UPLOAD_PREFIX,
+    UPLOAD_URI,
+    ApiCalls,
+    upload,
+)
 
 Cli = Callable[..., Result]
-BUCKET = "eks-inference-test-models"
-PREFIX = "models/llama-3-8b/"
-URI = f"s3://{BUCKET}/{PREFIX}"
+BUCKET = UPLOAD_BUCKET
+PREFIX = UPLOAD_PREFIX
+URI = UPLOAD_URI
 LOCK = "models/llama-3-8b" + LOCK_SUFFIX
-MIB = 1024**2
-PART_SIZE = ("--part-size", "5")
 # Three parts of 5, 5 and 1 MiB.
-BIG = "model-00001-of-00002.safetensors"
-SMALL = "model-00002-of-00002.safetensors"
 DATA_WRITES = ("PutObject", "CreateMultipartUpload", "DeleteObjects", "DeleteObject")
-
-
-@pytest.fixture
-def model_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "llama"
-    root.mkdir()
-    (root / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    (root / BIG).write_bytes(os.urandom(11 * MIB))
-    (root / SMALL).write_bytes(os.urandom(300 * 1024))
-    (root / "original").mkdir()
-    (root / "original" / "consolidated.safetensors").write_bytes(os.urandom(64 * 1024))
-    return root
-
-
-@pytest.fixture
-def bucket(s3: Any) -> str:
-    s3.create_bucket(Bucket=BUCKET)
-    return BUCKET
-
-
-def _upload(cli: Cli, root: Path, *args: str) -> Result:
-    return cli("upload", root, URI, *PART_SIZE, *args)
 
 
 def _remote(s3: Any) -> dict[str, bytes]:
@@ -209,7 +196,7 @@ def test_a_second_upload_to_a_prefix_being_uploaded_is_refused_and_breaks_nothin
         assert [u["Key"] for u in s3.list_multipart_uploads(Bucket=BUCKET)["Uploads"]] == [
             PREFIX + BIG
         ]
-        second = _upload(cli, model_dir, "--overwrite", "--delete")
+        second = upload(cli, model_dir, "--overwrite", "--delete")
         line = _one_line_error(second, 1)
         assert f"another upload holds the lease on {URI} (host " in line
         assert f", pid {first.pid}, id " in line
@@ -247,7 +234,7 @@ def test_a_live_lease_of_another_host_refuses_naming_its_owner_and_expiry(
     cli: Cli, s3: Any, bucket: str, model_dir: Path, api_calls: ApiCalls
 ) -> None:
     s3.put_object(Bucket=BUCKET, Key=LOCK, Body=_lease_record(ELSEWHERE, 300))
-    line = _one_line_error(_upload(cli, model_dir), 1)
+    line = _one_line_error(upload(cli, model_dir), 1)
     assert f"another upload holds the lease on {URI} (host build-7, pid 4242, id " in line
     assert "0123456789abcdef) until 20" in line
     assert f"if it is dead for the lease to expire (s3://{BUCKET}/{LOCK})" in line
@@ -261,7 +248,7 @@ def test_an_expired_lease_is_taken_over_and_stale_uploads_are_aborted(
     s3.put_object(Bucket=BUCKET, Key=LOCK, Body=_lease_record(ELSEWHERE, 1))
     s3.create_multipart_upload(Bucket=BUCKET, Key=PREFIX + BIG)
     time.sleep(2.1)
-    result = _upload(cli, model_dir)
+    result = upload(cli, model_dir)
     assert result.exit_code == 0, result.stderr
     assert "aborted 1 multipart upload that an earlier run left open" in result.stderr
     assert "note: took over the upload lease of host build-7, pid 4242" in result.stderr
@@ -392,7 +379,7 @@ def test_a_file_swapped_for_a_link_after_the_scan_is_not_followed(
 
     api_calls.fail = swap
     sent = _record_sent_payload_hashes(monkeypatch)
-    result = _upload(cli, model_dir)
+    result = upload(cli, model_dir)
     assert hashlib.sha256(secret.read_bytes()).hexdigest() not in sent
     line = _one_line_error(result, 1)
     assert f"{config} was replaced by a symbolic link after the scan; nothing of it was read" in (
@@ -428,7 +415,7 @@ def test_a_file_rewritten_during_its_put_is_not_left_in_s3_or_the_manifest(
             os.utime(small, ns=(before.st_atime_ns, before.st_mtime_ns))
 
     api_calls.fail = rewrite
-    line = _one_line_error(_upload(cli, model_dir), 1)
+    line = _one_line_error(upload(cli, model_dir), 1)
     assert f"1 file changed while being uploaded ({SMALL}): the bytes sent differ" in line
     remote = _remote(s3)
     assert SMALL not in remote
@@ -454,7 +441,7 @@ def test_a_file_that_shrinks_during_its_upload_fails_at_once_saying_so(
 
 
 def _with_manifest(cli: Cli, s3: Any, model_dir: Path, *extra: str) -> bytes:
-    assert _upload(cli, model_dir).exit_code == 0
+    assert upload(cli, model_dir).exit_code == 0
     for key in extra:
         s3.put_object(Bucket=BUCKET, Key=PREFIX + key, Body=b"stale")
     body: bytes = s3.get_object(Bucket=BUCKET, Key=PREFIX + "_manifest.json")["Body"].read()
@@ -465,7 +452,7 @@ def test_delete_removes_keys_xml_cannot_carry_and_names_each_key_deleted(
     cli: Cli, s3: Any, bucket: str, model_dir: Path
 ) -> None:
     _with_manifest(cli, s3, model_dir, "stale\x01shard.bin", "old/pytorch_model.bin")
-    result = _upload(cli, model_dir, "--delete")
+    result = upload(cli, model_dir, "--delete")
     assert result.exit_code == 0, result.stderr
     assert f"deleted {URI}stale\\x01shard.bin\n" in result.stderr
     assert f"deleted {URI}old/pytorch_model.bin\n" in result.stderr
@@ -484,7 +471,7 @@ def test_a_refused_deletion_keeps_the_manifest_of_the_unchanged_prefix(
             raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, operation)
 
     api_calls.fail = deny
-    line = _one_line_error(_upload(cli, model_dir, "--delete"), 1)
+    line = _one_line_error(upload(cli, model_dir, "--delete"), 1)
     assert "cannot delete old/pytorch_model.bin: access denied (AccessDenied)" in line
     assert line.endswith("deleted before it: none")
     # Nothing changed, so the prefix is still the complete upload its manifest describes.
@@ -504,7 +491,7 @@ def test_a_deletion_that_stops_names_the_keys_already_deleted(
             raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, operation)
 
     api_calls.fail = deny
-    line = _one_line_error(_upload(cli, model_dir, "--delete"), 1)
+    line = _one_line_error(upload(cli, model_dir, "--delete"), 1)
     assert line.endswith("deleted before it: stale\\x01shard.bin")
     remote = _remote(s3)
     assert "stale\x01shard.bin" not in remote
@@ -553,7 +540,7 @@ def test_the_command_deadline_setting_is_checked(
     cli: Cli, bucket: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     monkeypatch.setenv(DEADLINE_VARIABLE, value)
-    line = _one_line_error(_upload(cli, model_dir), 2)
+    line = _one_line_error(upload(cli, model_dir), 2)
     assert f"{DEADLINE_VARIABLE}={value!r} must be a number of seconds above 0" in line
 
 
@@ -563,7 +550,7 @@ def test_the_command_deadline_setting_is_checked(
 def test_concurrency_beyond_the_maximum_is_refused_with_the_reason(
     cli: Cli, bucket: str, model_dir: Path, api_calls: ApiCalls
 ) -> None:
-    line = _one_line_error(_upload(cli, model_dir, "--concurrency", "100000"), 2)
+    line = _one_line_error(upload(cli, model_dir, "--concurrency", "100000"), 2)
     assert f"--concurrency must be at most {MAX_CONCURRENCY}, got 100000: that many" in line
     assert api_calls.calls == []
 
