@@ -2,7 +2,7 @@
 
 Every server the load balancer reaches runs behind :class:`APIKeyMiddleware`: standalone vLLM
 loads it with its own ``--middleware`` flag (:class:`VLLMAPIKeyMiddleware`), the Ray Serve
-applications wrap their ASGI app in it. Whatever the engine, a request is answered the same
+applications add it to their ASGI app. Whatever the engine, a request is answered the same
 way:
 
 * every path needs ``Authorization: Bearer <key>``, whatever its method, except the health
@@ -31,6 +31,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, ClassVar
 
@@ -45,6 +46,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 API_KEY_ENV = "VLLM_API_KEY"
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
+# What an Authorization header carries as sent (RFC 9110 section 5.5: visible ASCII, with
+# spaces and tabs only inside, since servers strip them at either end) and vLLM's own check
+# behind this one matches too (it decodes header bytes as Latin-1 and encodes the key as UTF-8,
+# so beyond ASCII they differ).
+_SENDABLE_KEY = re.compile(r"[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?")
 # RFC 6455 section 7.4.1: the endpoint refuses a message that violates its policy.
 _WEBSOCKET_POLICY_VIOLATION = 1008
 _UNAUTHORIZED_BODY = json.dumps(
@@ -88,7 +94,9 @@ class APIKeyMiddleware:
     """ASGI middleware: every path but :attr:`open_paths` needs ``Authorization: Bearer <key>``.
 
     Paths are compared exactly, below the scope's ``root_path``, so ``/health/`` or
-    ``/v1/../health`` are checked like any other path.
+    ``/v1/../health`` are checked like any other path. ``api_key`` must be one a client can
+    send (visible ASCII, with spaces or tabs only inside): any other is refused with
+    ``ValueError`` rather than left to refuse every request.
     """
 
     open_paths: ClassVar[frozenset[str]] = frozenset({HEALTH_PATH})
@@ -96,6 +104,14 @@ class APIKeyMiddleware:
     def __init__(self, app: ASGIApp, api_key: str) -> None:
         if not api_key:
             raise ValueError("APIKeyMiddleware needs a non-empty API key")
+        if not _SENDABLE_KEY.fullmatch(api_key):
+            # A key stored with a trailing newline, say, would refuse every request: the
+            # server fails to start instead, with the reason in its log (never the key).
+            raise ValueError(
+                "the API key has characters an Authorization header cannot carry as sent "
+                "(a trailing newline, spaces or tabs at either end, control or non-ASCII "
+                "characters): store the key without them"
+            )
         self.app = app
         self._digest = hashlib.sha256(api_key.encode()).digest()
 

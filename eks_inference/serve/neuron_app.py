@@ -69,7 +69,6 @@ from pydantic import (
 )
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp
 
 # The API-key check is shipped beside this file; it is a sibling module when the package is
 # installed and a top-level one on the pods' PYTHONPATH.
@@ -1073,13 +1072,18 @@ def api_key_ingress(base: type[Any], api_key_env: str) -> type[Any]:
     """A subclass of Ray Serve LLM's ingress ``base`` whose ASGI app is behind the API-key check.
 
     Serve wraps an ingress class and hands the replica's ASGI app to ``_set_asgi_app`` when the
-    replica starts; the subclass wraps that app in :class:`APIKeyMiddleware` with the key read
-    from ``api_key_env`` there, in the replica, so the key never travels in the Serve config.
+    replica starts; the subclass adds :class:`APIKeyMiddleware` to that app as its outermost
+    middleware, with the key read from ``api_key_env`` there, in the replica, so the key never
+    travels in the Serve config. The app stays the one Serve was given rather than being
+    wrapped: Serve then adds its handlers to it, which answer back-pressure with 503 and
+    ``Retry-After`` and a failed deployment with 503 (a wrapper without ``add_exception_handler``
+    would leave both to Ray Serve LLM's last-resort handler, which drops the header and makes
+    the second a 500).
     """
 
-    def _set_asgi_app(self: Any, app: ASGIApp) -> None:
-        key = api_key_from_environment(api_key_env)
-        super(ingress, self)._set_asgi_app(APIKeyMiddleware(app, key))
+    def _set_asgi_app(self: Any, app: FastAPI) -> None:
+        app.add_middleware(APIKeyMiddleware, api_key=api_key_from_environment(api_key_env))
+        super(ingress, self)._set_asgi_app(app)
 
     ingress: type[Any] = type(f"APIKey{base.__name__}", (base,), {"_set_asgi_app": _set_asgi_app})
     return ingress

@@ -170,6 +170,25 @@ def test_an_empty_key_is_refused() -> None:
         APIKeyMiddleware(_no_content, "")
 
 
+@pytest.mark.parametrize(
+    "key",
+    [f"{KEY}\n", f"{KEY}\r\n", f"{KEY} ", f" {KEY}", f"{KEY}\t", f"k\x00{KEY}", f"{KEY}\u00e9"],
+)
+def test_a_key_no_client_can_send_is_refused_at_start_up(key: str) -> None:
+    """A key stored with a trailing newline (or any character an ``Authorization`` header
+    cannot carry as sent, or vLLM's own check behind this one decodes differently) would
+    refuse every request: refused when the server starts instead, without echoing it."""
+    with pytest.raises(ValueError, match="cannot carry") as refused:
+        APIKeyMiddleware(_no_content, key)
+    assert KEY not in str(refused.value)
+
+
+@pytest.mark.parametrize("key", ["k", "sk-Az09._~+/=", "two words", "tab\tinside", "!#$%&'*"])
+def test_any_key_a_header_carries_as_sent_is_accepted(key: str) -> None:
+    checked = APIKeyMiddleware(_no_content, key)
+    assert request(checked, "GET", "/v1/models", f"Bearer {key}").status == 204
+
+
 def test_keys_are_compared_as_digests_in_constant_time() -> None:
     """The comparison is ``hmac.compare_digest`` of fixed-length digests, so a wrong key's
     length does not change what is compared."""

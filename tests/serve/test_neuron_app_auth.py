@@ -13,8 +13,12 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from ray import serve
+from ray.serve._private.common import DeploymentID
+from ray.serve._private.replica import UserCallableWrapper
+from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
 from eks_inference.charts.common import API_KEY_ENV
 from eks_inference.serve import neuron_app
@@ -287,3 +291,69 @@ def test_the_gpu_ingress_fails_without_its_key(monkeypatch: pytest.MonkeyPatch) 
 
     with pytest.raises(RuntimeError, match=API_KEY_ENV):
         asyncio.run(scenario())
+
+
+class _StandInReplica:
+    """What Serve's ``UserCallableWrapper._initialize_asgi_callable`` (Ray 2.60) reads of the
+    replica it belongs to: the wrapped ingress and its own answers for unavailable deployments."""
+
+    service_unavailable_exceptions = UserCallableWrapper.service_unavailable_exceptions
+    handle_exception = UserCallableWrapper.handle_exception
+
+    def __init__(self, ingress: Any) -> None:
+        self._callable = ingress
+
+
+def _unavailable_app() -> FastAPI:
+    """An ingress app whose handlers meet Serve's unavailable deployments, behind a last-resort
+    handler like Ray Serve LLM's (an exception's ``status_code``, else 500)."""
+    app = FastAPI()
+
+    @app.middleware("http")
+    async def last_resort(request: Request, call_next: Any) -> Any:
+        try:
+            return await call_next(request)
+        except Exception as exc:
+            return JSONResponse({}, status_code=int(getattr(exc, "status_code", 500)))
+
+    @app.post("/v1/chat/completions")
+    async def shed() -> None:
+        raise BackPressureError(num_queued_requests=4, max_queued_requests=4, retry_after_s=2)
+
+    @app.post("/v1/completions")
+    async def failed() -> None:
+        raise DeploymentUnavailableError(DeploymentID(name="LLMServer", app_name="llm"))
+
+    return app
+
+
+@pytest.mark.usefixtures("collect_replicas")
+def test_serves_unavailable_answers_pass_through_the_gpu_ingress(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Serve answers a handler's back-pressure with its 503 and Retry-After, and a failed
+    deployment with 503, through handlers it adds to the ingress app when the replica starts:
+    the check must leave the app able to take them."""
+    monkeypatch.setenv(API_KEY_ENV, KEY)
+    wrapped: Any = serve.ingress(_unavailable_app())(api_key_ingress(StandInIngress, API_KEY_ENV))
+    key = {"Authorization": f"Bearer {KEY}"}
+
+    async def scenario() -> list[HTTPResult]:
+        replica = wrapped.__new__(wrapped)
+        await wrapped.__init__(replica)
+        await UserCallableWrapper._initialize_asgi_callable(cast(Any, _StandInReplica(replica)))
+        results = [
+            await call_app(replica.app, "POST", path, {}, request_headers=headers)
+            for path, headers in (
+                ("/v1/chat/completions", key),
+                ("/v1/completions", key),
+                ("/v1/completions", {}),
+            )
+        ]
+        await replica._serve_asgi_lifespan.shutdown()
+        return results
+
+    shed, failed, unauthorized = asyncio.run(scenario())
+    assert (shed.status, shed.headers.get("retry-after")) == (503, "2")
+    assert failed.status == 503
+    assert_unauthorized(unauthorized)
