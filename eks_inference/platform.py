@@ -155,6 +155,28 @@ class PlatformSpec(BaseModel):
         problems.raise_if_any()
         return pools
 
+    @field_validator("deployments", mode="before")
+    @classmethod
+    def _check_deployment_count(cls, deployments: Any) -> Any:
+        """At most one stack's worth of deployments, counted before any is validated.
+
+        Each deployment is at least one resource of the parent stack (its nested stack), so
+        more than CloudFormation's resources per stack can never deploy; refusing them first
+        keeps a file of thousands of broken deployments as fast to reject as any other.
+        """
+        if isinstance(deployments, list | tuple) and (
+            len(deployments) > cloudformation_limits.MAX_RESOURCES
+        ):
+            problems = Problems("PlatformSpec")
+            problems.add(
+                (),
+                f"{len(deployments)} deployments, but one stack holds at most "
+                f"{cloudformation_limits.MAX_RESOURCES} (CloudFormation's resources per "
+                "stack, one nested stack each); split them across platforms",
+            )
+            problems.raise_if_any()
+        return deployments
+
     @field_validator("deployments")
     @classmethod
     def _check_deployment_names(

@@ -37,8 +37,8 @@ from typing import Any, Protocol
 
 import yaml
 
-# CloudFormation's limits stop a platform at about 300 deployments (README, "Performance and
-# scale"), some 150 KB of YAML at 500 bytes each; the reference file is 2 KB. Reading stops
+# CloudFormation's limits stop a platform at about 300 deployments (docs/performance.md), some
+# 150 KB of YAML at 500 bytes each; the reference file is 2 KB. Reading stops
 # here, so a wrong path (a model file) fails at once; with MAX_NODES, the worst file accepted
 # parses in a third of a second of CPU time.
 MAX_FILE_BYTES = 512 * 1024
@@ -369,7 +369,20 @@ def load(path: str | Path) -> Any:
         raise SpecFileError(path, f"not valid YAML ({reason})", line) from None
     except yaml.YAMLError as error:
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise SpecFileError(path, f"not valid YAML ({first_line})") from None
+        raise SpecFileError(path, f"not valid YAML ({first_line})", _line_of(text, error)) from None
+
+
+def _line_of(text: str, error: yaml.YAMLError) -> int | None:
+    """The 1-based line of a character YAML does not allow (a NUL, a lone control character).
+
+    The reader stops at the first one; its offset counts bytes in libyaml and characters in
+    PyYAML's own reader, so the line is found from the character itself.
+    """
+    character = getattr(error, "character", None)
+    if not isinstance(character, int):
+        return None
+    found = text.find(chr(character))
+    return None if found < 0 else text.count("\n", 0, found) + 1
 
 
 def _short_tag(tag: str) -> str:

@@ -171,6 +171,13 @@ BAD_FILES = [
     pytest.param("a: 1\n---\nb: 2\n", 2, "not valid YAML", id="two-documents"),
     pytest.param("a: [\n", 2, "not valid YAML", id="unclosed"),
     pytest.param("a: \x00\n", None, "not valid YAML", id="nul"),
+    # libyaml counts the offset of a forbidden character in bytes, PyYAML in characters.
+    pytest.param(
+        "a: caf\u00e9 \u00e9t\u00e9\nb: \u00fc\nc: x\x00y\n",
+        3,
+        "not valid YAML",
+        id="nul-at-its-line",
+    ),
     pytest.param("a: *nowhere\n", 1, "not valid YAML", id="undefined-alias"),
     pytest.param(
         "a: !!python/object:os.system x\n",

@@ -24,16 +24,20 @@ directory first (inside rather than beside it, so that every move is a rename wi
 system even when the directory is a mount point), then each old file is moved aside and each
 new one moved in, every step recorded; on an error the steps are undone in reverse order and
 the directory is as it was. A process killed midway leaves a marker that lists the old and new
-files together and hidden folders named after the marker, which the next run removes.
+files together and hidden folders named after the marker, which the next run removes. One run
+writes to a directory at a time: it holds a lock on the directory, and a second run is refused
+until the first has finished.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -51,6 +55,11 @@ COMPANION_FILES = frozenset({"PLAN.md"})
 _MAX_DEPTH = 2
 # Foreign files named in an error, before counting the rest.
 _LISTED_FOREIGN = 3
+# Every file the writer writes is YAML.
+_SUFFIX = ".yaml"
+# The marker lists some 60 bytes a file; a platform within CloudFormation's limits renders a
+# few thousand files. A marker larger than this was not written by the writer.
+_MAX_MARKER_BYTES = 1024 * 1024
 
 
 class OutputDirError(ValueError):
@@ -89,6 +98,34 @@ def replace_owned_files(
     """
     for relative in files:
         _check_relative(relative, "manifest path")
+    # Refusals come before anything is created.
+    _checked_survey(out_dir, files, header, allow_other_files)
+    try:
+        out_dir.mkdir(parents=True)
+    except FileExistsError:
+        created = False
+    else:
+        created = True
+        # The manifests are not secret; a restrictive umask should not hide them from reviewers.
+        out_dir.chmod(0o755)
+    with _exclusive(out_dir):
+        # Surveyed again under the lock: another run may have replaced the files meanwhile.
+        survey = _checked_survey(out_dir, files, header, allow_other_files)
+        try:
+            _swap(out_dir, files, survey)
+        except BaseException:
+            if created:
+                shutil.rmtree(out_dir, ignore_errors=True)
+            raise
+        for leftover in survey.leftovers:
+            shutil.rmtree(out_dir / leftover, ignore_errors=True)
+    return [out_dir / relative for relative in files]
+
+
+def _checked_survey(
+    out_dir: Path, files: Mapping[str, str], header: str, allow_other_files: bool
+) -> _Survey:
+    """The survey of ``out_dir``, refusing foreign files (unless allowed) and files in the way."""
     survey = _survey(out_dir, header)
     if survey.foreign and not allow_other_files:
         listed = ", ".join(survey.foreign[:_LISTED_FOREIGN])
@@ -99,31 +136,47 @@ def replace_owned_files(
             tuple(survey.foreign),
         )
     _check_in_the_way(out_dir, files, survey.owned)
-    created = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if created:
-        # The manifests are not secret; a restrictive umask should not hide them from reviewers.
-        out_dir.chmod(0o755)
+    return survey
+
+
+@contextlib.contextmanager
+def _exclusive(out_dir: Path) -> Iterator[None]:
+    """Hold the writer's lock on ``out_dir``; refuse when another run holds it.
+
+    Two runs into one directory would each take the other's staging folder for the leftover
+    of a killed run and remove it, or move files the other already moved. The lock is the
+    operating system's on the directory itself, released when the process ends however it
+    ends, so a killed run never leaves the directory locked.
+    """
+    descriptor = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        _swap(out_dir, files, survey)
-    except BaseException:
-        if created:
-            shutil.rmtree(out_dir, ignore_errors=True)
-        raise
-    for leftover in survey.leftovers:
-        shutil.rmtree(out_dir / leftover, ignore_errors=True)
-    return [out_dir / relative for relative in files]
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputDirError(
+                f"another `eks-inference manifests` run is writing to {out_dir}; run again once "
+                "it has finished"
+            ) from None
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def _check_relative(relative: str, what: str) -> None:
-    """A path of the writer's layout: relative, at most one folder deep, no ``.``/``..``."""
+    """A path of the writer's layout: a relative ``.yaml`` file at most one folder deep, with
+    no hidden part (``..``, ``.git``, the marker's own).
+
+    The writer writes nothing else, so a marker listing anything else (``.git/config``, a
+    user's ``README.md``) was edited by hand and would make the writer delete that file.
+    """
     parts = PurePosixPath(relative).parts
     if (
         not parts
         or len(parts) > _MAX_DEPTH
         or relative.startswith("/")
         or "\\" in relative
-        or any(part in ("", ".", "..") or part.startswith(MARKER) for part in parts)
+        or not relative.endswith(_SUFFIX)
+        or any(part == "" or part.startswith(".") for part in parts)
     ):
         raise OutputDirError(f"{what} {relative!r} is not a file of the manifest writer's layout")
 
@@ -131,7 +184,9 @@ def _check_relative(relative: str, what: str) -> None:
 def _survey(out_dir: Path, header: str) -> _Survey:
     """Sort what ``out_dir`` holds into the writer's files, foreign ones and leftovers."""
     survey = _Survey()
-    if any(part == ".git" for part in out_dir.absolute().parts):
+    # Resolved too: a folder reached through a link to a repository's .git is inside it.
+    resolved = Path(os.path.realpath(out_dir))
+    if any(part == ".git" for path in (out_dir.absolute(), resolved) for part in path.parts):
         raise OutputDirError(f"{out_dir} is inside a .git directory; write the manifests elsewhere")
     try:
         mode = os.lstat(out_dir).st_mode
@@ -149,7 +204,7 @@ def _survey(out_dir: Path, header: str) -> _Survey:
     def claims(relative: str, path: Path) -> bool:
         if listed is not None:
             return relative in listed
-        return relative.endswith(".yaml") and _starts_with(path, header)
+        return relative.endswith(_SUFFIX) and _starts_with(path, header)
 
     for entry in sorted(os.scandir(out_dir), key=lambda e: e.name):
         if entry.name == MARKER:
@@ -194,10 +249,21 @@ def _read_marker(out_dir: Path) -> set[str] | None:
         mode = os.lstat(marker).st_mode
     except FileNotFoundError:
         return None
+    not_written = f"{marker} is not a file the manifest writer wrote"
     if not stat.S_ISREG(mode):
-        raise OutputDirError(f"{marker} is not a file the manifest writer wrote; remove it")
+        raise OutputDirError(f"{not_written}; remove it")
+    with marker.open("rb") as handle:
+        data = handle.read(_MAX_MARKER_BYTES + 1)
+    if len(data) > _MAX_MARKER_BYTES:
+        raise OutputDirError(
+            f"{not_written} (larger than {_MAX_MARKER_BYTES // 1024} KiB); remove it"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise OutputDirError(f"{not_written} (not UTF-8 text); remove it") from None
     listed = set()
-    for line in marker.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         if line.strip() and not line.startswith("#"):
             _check_relative(line, f"{marker} lists")
             listed.add(line)

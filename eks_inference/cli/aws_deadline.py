@@ -6,7 +6,9 @@ every connection of a client reports when it starts a request and when it goes b
 pool, and one watchdog thread shuts the socket of a request that outlives its deadline (the
 blocked read then ends at once, and botocore retries or fails as for a dropped connection).
 Past the command's deadline every open request is cut the same way and new ones fail before
-they are sent.
+they are sent, except cleanup: a ``DELETE`` (aborting a multipart upload, releasing the upload
+lease) may still start for one more request deadline, so a run stopped by its deadline leaves no
+parts billed and no lease blocking the prefix behind it.
 
 The deadlines:
 
@@ -86,7 +88,8 @@ class Deadlines:
         self.command_budget_s = self._fixed or DEFAULT_COMMAND_DEADLINE_S
         self._started: float | None = None
         self._lock = threading.Lock()
-        self._running: weakref.WeakKeyDictionary[Any, tuple[float, str]] = (
+        # Each running request: when it must end, what it is, whether it is cleanup.
+        self._running: weakref.WeakKeyDictionary[Any, tuple[float, str, bool]] = (
             weakref.WeakKeyDictionary()
         )
         self._watchdog: threading.Thread | None = None
@@ -107,6 +110,20 @@ class Deadlines:
         """
         started = self._started
         return started is not None and time.monotonic() - started > self.command_budget_s
+
+    def _cleanup_allowed(self, method: str) -> float | None:
+        """Past the command's deadline, the time left for a cleanup request, else None.
+
+        Cleanup is a ``DELETE`` (an abort, the lease's release) started within one bodiless
+        request deadline after the command's: the grace is fixed, so cleanup cannot keep the
+        command alive longer than that.
+        """
+        started = self._started
+        if method.upper() != "DELETE" or started is None:
+            return None
+        grace_ends = started + self.command_budget_s + self.request_deadline_s(0)
+        left = grace_ends - time.monotonic()
+        return left if left > 0 else None
 
     def request_deadline_s(self, body_bytes: int) -> float:
         """The total time one request sending ``body_bytes`` may take."""
@@ -129,14 +146,18 @@ class Deadlines:
 
     def started(self, connection: Any, method: str, url: str, body_bytes: int) -> None:
         """A request begins on ``connection``: refuse it past the command deadline."""
-        if self.command_passed:
-            self.cut = self._command_message()
-            raise DeadlinePassedError(self.cut)
         limit = self.request_deadline_s(body_bytes)
+        cleanup = False
+        if self.command_passed:
+            left = self._cleanup_allowed(method)
+            if left is None:
+                self.cut = self._command_message()
+                raise DeadlinePassedError(self.cut)
+            limit, cleanup = min(limit, left), True
         with self._lock:
             if self._started is None:
                 self._started = time.monotonic()
-            self._running[connection] = (time.monotonic() + limit, f"{method} {url}")
+            self._running[connection] = (time.monotonic() + limit, f"{method} {url}", cleanup)
             if self._watchdog is None:
                 self._watchdog = threading.Thread(
                     target=self._watch, name="aws-deadlines", daemon=True
@@ -169,8 +190,8 @@ class Deadlines:
             with self._lock:
                 late = [
                     (connection, what)
-                    for connection, (until, what) in self._running.items()
-                    if command_over or now > until
+                    for connection, (until, what, cleanup) in self._running.items()
+                    if (command_over and not cleanup) or now > until
                 ]
                 for connection, _ in late:
                     self._running.pop(connection, None)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pydantic import ValidationError
 from typer import TyperException
 
+from eks_inference.cli.text import quote_external
+
 # Validation errors beyond this many are counted rather than listed, to keep the line short.
 _MAX_LISTED_ERRORS = 8
 
@@ -30,7 +32,9 @@ def summarize_validation_error(error: ValidationError) -> str:
     """pydantic's errors on one line: ``loc: message; loc: message (+N more)``."""
     parts = []
     for detail in error.errors(include_url=False)[:_MAX_LISTED_ERRORS]:
-        loc = ".".join(str(p) for p in detail["loc"])
+        # Keys come from the file: one with a newline, an escape or 100,000 characters must
+        # not break or swamp the line.
+        loc = ".".join(quote_external(str(p)) for p in detail["loc"])
         message = detail["msg"].removeprefix("Value error, ")
         parts.append(f"{loc}: {message}" if loc else message)
     more = error.error_count() - len(parts)

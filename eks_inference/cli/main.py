@@ -25,6 +25,7 @@ from eks_inference.cli import console, inputs, plan_render
 from eks_inference.cli import plan as planning
 from eks_inference.cli.errors import BadInput, CommandFailed
 from eks_inference.cli.plan import ConfigurationPlan
+from eks_inference.cli.text import printable
 
 DEFAULT_PLATFORM = Path("deployments.yaml")
 # The upload defaults, here rather than in cli.upload so that --help does not import boto3:
@@ -70,8 +71,9 @@ class _OneLineErrors(TyperGroup):
             code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except typer.TyperException as error:
             # Usage errors of the parser and this package's own errors alike; both may quote
-            # what the user or a server gave, so the line goes through the safe printer.
-            console.echo(f"error: {error.format_message()}", err=True)
+            # what the user or a server gave (a file name with a newline, an escape), so the
+            # message is made one printable line.
+            console.echo(f"error: {printable(error.format_message())}", err=True)
             sys.exit(error.exit_code)
         except typer.Abort:
             typer.echo("error: aborted", err=True)

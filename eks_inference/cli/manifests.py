@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from eks_inference.cli.errors import BadInput, CommandFailed, summarize_validation_error
+from eks_inference.cli.text import printable
 from eks_inference.platform import PlatformSpec
 
 # The option that consents to writing beside files the writer did not write.
@@ -25,15 +26,19 @@ def write(
     from eks_inference.charts.output_dir import ForeignFilesError, OutputDirError
     from eks_inference.charts.render import write_manifests
 
+    # The messages quote names from the file system, where a newline is a legal character:
+    # escaped, so that the error stays one line.
     try:
         return write_manifests(platform, out_dir, allow_other_files=allow_other_files)
     except ForeignFilesError as error:
         raise BadInput(
-            f"{error}, or pass {ALLOW_OTHER_FILES_OPTION} to write beside them (they are left "
-            "untouched)"
+            printable(
+                f"{error}, or pass {ALLOW_OTHER_FILES_OPTION} to write beside them (they are "
+                "left untouched)"
+            )
         ) from None
     except OutputDirError as error:
-        raise BadInput(str(error)) from None
+        raise BadInput(printable(str(error))) from None
     except ValidationError as error:
         # Rules checked while rendering: a pod that no node of its pool can run.
         raise BadInput(
@@ -42,6 +47,8 @@ def write(
     except OSError as error:
         where = f" ({error.filename})" if error.filename else ""
         raise CommandFailed(
-            f"cannot write the manifests to {out_dir}: {error.strerror or error}{where}; the "
-            "previous manifests there are unchanged"
+            printable(
+                f"cannot write the manifests to {out_dir}: {error.strerror or error}{where}; the "
+                "previous manifests there are unchanged"
+            )
         ) from None

@@ -20,7 +20,8 @@ The rules, in the order they apply:
   or deleted without ``overwrite`` / ``delete``; without them nothing is uploaded at all.
 * One run at a time per prefix: each run holds the prefix's lease
   (:mod:`eks_inference.cli.upload_lease`) from before it looks at the prefix until it ends, and
-  a second run is refused, naming the holder and when its lease expires.
+  a second run is refused, naming the holder and when its lease expires; so is a run on a
+  prefix around or inside one being uploaded, whose objects are partly the same.
 * Every file is opened without following links and must be the very file the scan saw (same
   device, inode, size and mtime, still a regular file): a link, FIFO or other file swapped in
   later is refused before a byte of it is read. The bytes are hashed again as they are sent;
@@ -77,7 +78,14 @@ from eks_inference.cli.errors import BadInput, CommandFailed, Interrupted
 from eks_inference.cli.progress import Advance
 from eks_inference.cli.s3uri import S3Prefix
 from eks_inference.cli.text import format_bytes, plural, quote_external
-from eks_inference.cli.upload_lease import Lease, LeaseOwner, acquire, lock_key
+from eks_inference.cli.upload_lease import (
+    LOCK_SUFFIX,
+    Lease,
+    LeaseOwner,
+    acquire,
+    lock_key,
+    refuse_overlapping,
+)
 from eks_inference.cli.upload_manifest import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
@@ -307,6 +315,11 @@ def _walk(local_dir: Path) -> _Walk:
                     walk.problems.append(f"{relative!r} is a link to one of its own parents")
                     continue
                 pending.append((Path(entry.path), relative + "/", parents | {real}))
+            elif stat.S_ISREG(status.st_mode) and entry.name.endswith(LOCK_SUFFIX):
+                walk.problems.append(
+                    f"{relative!r} ends in {LOCK_SUFFIX}, the name of the upload's lease "
+                    "lock objects; rename it"
+                )
             elif stat.S_ISREG(status.st_mode):
                 path = Path(entry.path)
                 source = path.resolve() if entry.is_symlink() else path
@@ -398,6 +411,10 @@ def open_scanned(path: Path, source: Path, identity: FileIdentity) -> int:
         raise
     try:
         status = os.fstat(fd)
+        if stat.S_ISDIR(status.st_mode):
+            raise FileChangedError(
+                f"{path} was replaced by a directory after the scan; nothing of it was read"
+            )
         if not stat.S_ISREG(status.st_mode):
             raise FileChangedError(
                 f"{path} is no longer a regular file (a FIFO, socket or device was swapped in "
@@ -514,14 +531,19 @@ def check_bucket(client: Any, target: S3Prefix) -> None:
 
 
 def list_objects(client: Any, target: S3Prefix) -> dict[str, int]:
-    """Completed objects under the prefix: relative key to size (folder markers left out)."""
+    """Completed objects under the prefix: relative key to size.
+
+    Folder markers are left out, and so are the lease locks of prefixes inside this one
+    (:mod:`eks_inference.cli.upload_lease`): they belong to those prefixes' uploads, not to
+    this one's files, so they are never extra objects to list or delete.
+    """
     objects: dict[str, int] = {}
     with aws_errors(f"list {target}"):
         for page in client.get_paginator("list_objects_v2").paginate(
             Bucket=target.bucket, Prefix=target.prefix
         ):
             for item in page.get("Contents", []):
-                if not item["Key"].endswith("/"):
+                if not item["Key"].endswith(("/", LOCK_SUFFIX)):
                     objects[target.relative(item["Key"])] = int(item["Size"])
     return objects
 
@@ -1137,13 +1159,30 @@ def upload_directory(
 
     The whole run holds the prefix's lease (:mod:`eks_inference.cli.upload_lease`), released
     at the end whatever happens. ``start_upload`` is called once the bytes to send are known
-    and returns the callback the transfer reports progress to.
+    and returns the callback the transfer reports progress to. Ctrl-C (or SIGTERM) at any
+    point ends in one line saying what state the prefix was left in.
     """
-    check_bucket(client, target)
-    lease = acquire(client, target)
     try:
+        check_bucket(client, target)
+        lease = acquire(client, target)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted; nothing under {target} was changed") from None
+    report = UploadReport(took_over_from=lease.taken_over)
+    try:
+        refuse_overlapping(client, target)
         lease.start_renewing()
-        return _upload_leased(client, local, target, settings, lease, start_upload)
+        return _upload_leased(client, local, target, settings, lease, report, start_upload)
+    except KeyboardInterrupt:
+        if report.manifest_written:
+            # Only the completion marker of artifacts comes after the manifest.
+            raise Interrupted(
+                f"interrupted after the manifest was written, before the completion marker; "
+                f"re-run the same command to finish {target}"
+            ) from None
+        raise Interrupted(
+            f"interrupted; objects already complete under {target} are kept and the manifest "
+            "was not written. Re-run the same command to upload only what is missing"
+        ) from None
     finally:
         lease.release()
 
@@ -1154,6 +1193,7 @@ def _upload_leased(
     target: S3Prefix,
     settings: UploadSettings,
     lease: Lease,
+    report: UploadReport,
     start_upload: Callable[[int], Advance] | None,
 ) -> UploadReport:
     comparison = compare(client, target, local, settings.kind, settings.concurrency)
@@ -1162,7 +1202,7 @@ def _upload_leased(
         raise CommandFailed(refused)
     to_send = list(comparison.missing) + [f for f, _ in comparison.differing]
     to_delete = list(comparison.extra)
-    report = UploadReport(skipped=list(comparison.unchanged), took_over_from=lease.taken_over)
+    report.skipped = list(comparison.unchanged)
     report.aborted_uploads = abort_stale_uploads(client, target, lease.stale_before)
     bookkeeping = _read_bookkeeping(client, target, comparison.bookkeeping)
     if bookkeeping.present and (to_send or to_delete):
@@ -1172,14 +1212,8 @@ def _upload_leased(
         lease.renew()
         delete_objects(client, target, sorted(bookkeeping.present))
         bookkeeping.removed = True
-    try:
-        advance = start_upload(sum(f.size for f in to_send)) if start_upload else None
-        outcome = transfer(client, target, to_send, settings, advance)
-    except KeyboardInterrupt:
-        raise Interrupted(
-            f"interrupted; objects already complete under {target} are kept and the manifest "
-            "was not written. Re-run the same command to upload only what is missing"
-        ) from None
+    advance = start_upload(sum(f.size for f in to_send)) if start_upload else None
+    outcome = transfer(client, target, to_send, settings, advance)
     report.uploaded = [f for f in outcome.done if f not in outcome.changed]
     if outcome.changed:
         # Stored by an endpoint that did not check the checksum sent with them.

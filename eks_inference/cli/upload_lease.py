@@ -5,7 +5,10 @@ each other's multipart uploads, so ``upload`` first takes a lease: it creates th
 ``<prefix without its final '/'>.eks-inference-upload.lock`` with an S3 conditional write
 (``If-None-Match: *``), which exactly one of two racing writers wins. The lock lies beside
 the prefix rather than inside it, so no listing of the prefix (the upload's comparison,
-``--delete``, preflight, a server syncing the weights) ever sees it.
+``--delete``, preflight, a server syncing the weights) ever sees it. A prefix inside another
+(``models/a/b/`` in ``models/a/``) shares objects with it, so a run also refuses while a run on
+a prefix around or inside its own holds a live lease; the upload never counts the lock of a
+prefix inside its own as one of its objects.
 
 The lock names its owner (host, process id, a random id) and when the lease expires. Times
 are S3's own (the lock's ``LastModified`` and the ``Date`` of S3's answers), so two hosts
@@ -35,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eks_inference.cli.aws import aws_errors, describe_error, error_code, is_not_found
 from eks_inference.cli.errors import CommandFailed
@@ -44,6 +47,11 @@ from eks_inference.cli.s3uri import S3Prefix
 LOCK_SUFFIX = ".eks-inference-upload.lock"
 LEASE_S = 300
 RENEW_EVERY_S = 60
+# The longest lease a lock may claim and still be honoured: room for a later version to lease
+# for longer, while a lock claiming more (or no number at all), written by mistake or by
+# someone hostile, holds the prefix only :data:`LEASE_S` after its last write, as an
+# unreadable lock does.
+MAX_LEASE_S = 3600
 # Conditional-write refusals: the condition failed (412), or another conditional write to the
 # same key was in flight (409, S3's answer to a race of two).
 _LOST_RACE = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
@@ -71,7 +79,7 @@ class LeaseRecord(BaseModel):
     owner: LeaseOwner
     created: datetime
     expires: datetime
-    duration_s: float
+    duration_s: float = Field(gt=0, le=MAX_LEASE_S, allow_inf_nan=False)
 
 
 def lock_key(target: S3Prefix) -> str:
@@ -113,11 +121,19 @@ def _is_dead_here(owner: LeaseOwner) -> bool:
 
 
 def _server_time(response: dict[str, Any]) -> datetime:
-    """S3's clock at the time of an answer (its ``Date`` header), to the second."""
+    """S3's clock at the time of an answer (its ``Date`` header), to the second.
+
+    An answer without a readable, zoned ``Date`` (a proxy's garbage) falls back to this
+    machine's clock: only the skew protection is lost, never the lease.
+    """
     date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-    if date:
-        return parsedate_to_datetime(str(date)).astimezone(UTC)
-    return datetime.now(UTC)
+    try:
+        parsed = parsedate_to_datetime(str(date)) if date else None
+    except (TypeError, ValueError):
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        return datetime.now(UTC)
+    return parsed.astimezone(UTC)
 
 
 @dataclass
@@ -253,7 +269,7 @@ def _write(
 
 
 def _read(client: Any, target: S3Prefix) -> _Existing | None:
-    """The lock as it is now, or None when there is none."""
+    """The lock of ``target`` as it is now, or None when there is none."""
     try:
         response = client.get_object(Bucket=target.bucket, Key=lock_key(target))
     except Exception as error:
@@ -275,20 +291,74 @@ def _read(client: Any, target: S3Prefix) -> _Existing | None:
     )
 
 
-def _refusal(target: S3Prefix, existing: _Existing) -> str:
+def _refusal(target: S3Prefix, existing: _Existing, overlapping: S3Prefix | None = None) -> str:
+    """Why ``existing``, the live lease on ``target``, refuses this run.
+
+    ``overlapping`` is this run's prefix when it is not ``target`` but one inside or around it.
+    """
     uri = f"s3://{target.bucket}/{lock_key(target)}"
     until = f"{existing.expires:%Y-%m-%d %H:%M:%S} UTC"
+    overlap = f", a prefix overlapping {overlapping}" if overlapping is not None else ""
     if existing.record is None:
         return (
             f"{uri} holds a lease this version cannot read, live until {until}; another "
-            "upload to this prefix may be running, nothing was sent"
+            f"upload to {target}{overlap} may be running, nothing was sent"
         )
     owner = existing.record.owner
     return (
-        f"another upload holds the lease on {target} (host {owner.host}, pid {owner.pid}, "
-        f"id {owner.id}) until {until}, renewed while it runs; nothing was sent. Wait for "
-        f"it to finish, or if it is dead for the lease to expire ({uri})"
+        f"another upload holds the lease on {target}{overlap} (host {owner.host}, pid "
+        f"{owner.pid}, id {owner.id}) until {until}, renewed while it runs; nothing was sent. "
+        f"Wait for it to finish, or if it is dead for the lease to expire ({uri})"
     )
+
+
+def _is_live(existing: _Existing) -> bool:
+    """True while a lease has not expired (S3's time) and its owner is not known dead."""
+    dead = existing.record is not None and _is_dead_here(existing.record.owner)
+    return existing.now < existing.expires and not dead
+
+
+def _prefixes_around(target: S3Prefix) -> list[S3Prefix]:
+    """Every shorter prefix ending at a ``/`` of ``target``: ``models/`` for ``models/a/``."""
+    parts = target.prefix.removesuffix("/").split("/")
+    return [S3Prefix(target.bucket, "/".join(parts[:n]) + "/") for n in range(1, len(parts))]
+
+
+def _prefixes_inside(client: Any, target: S3Prefix) -> list[S3Prefix]:
+    """The prefixes inside ``target`` whose lock object exists, found by listing ``target``."""
+    return [
+        S3Prefix(target.bucket, item["Key"].removesuffix(LOCK_SUFFIX) + "/")
+        for page in client.get_paginator("list_objects_v2").paginate(
+            Bucket=target.bucket, Prefix=target.prefix
+        )
+        for item in page.get("Contents", [])
+        if item["Key"].endswith(LOCK_SUFFIX)
+    ]
+
+
+def refuse_overlapping(client: Any, target: S3Prefix) -> None:
+    """Fail while an upload to a prefix around or inside ``target`` holds a live lease.
+
+    Their objects are partly the same: the run on the outer prefix lists the inner run's
+    objects as its own, and would delete them (``--delete``) or abort its multipart uploads
+    as stale. Called once this run holds its own lease, as the other run does once it holds
+    its own: of two overlapping runs, at least one sees the other's lease and stops. A lock
+    around the prefix that these credentials may not read is passed over: credentials
+    granted only this prefix are not the ones uploading to a prefix around it, and that
+    run, which can list this prefix, still sees this run's lease.
+    """
+    with aws_errors(f"look for uploads overlapping {target}"):
+        found: list[tuple[S3Prefix, _Existing | None]] = []
+        for around in _prefixes_around(target):
+            try:
+                found.append((around, _read(client, around)))
+            except Exception as error:
+                if error_code(error) not in {"403", "AccessDenied"}:
+                    raise
+        found += [(inside, _read(client, inside)) for inside in _prefixes_inside(client, target)]
+    for other, existing in found:
+        if existing is not None and _is_live(existing):
+            raise CommandFailed(_refusal(other, existing, overlapping=target))
 
 
 def acquire(client: Any, target: S3Prefix) -> Lease:
@@ -306,8 +376,7 @@ def acquire(client: Any, target: S3Prefix) -> Lease:
             existing = _read(client, target)
             if existing is None:
                 continue
-            dead = existing.record is not None and _is_dead_here(existing.record.owner)
-            if existing.now < existing.expires and not dead:
+            if _is_live(existing):
                 raise CommandFailed(_refusal(target, existing))
             try:
                 etag, now = _write(client, target, owner, if_match=existing.etag)

@@ -1,4 +1,4 @@
-"""A picture of a deployment's dashboard, drawn offline from sample data (for the README).
+"""A picture of a deployment's dashboard, drawn offline from sample data (for the docs).
 
 The panels, their titles, units, thresholds and places on the grid are those of
 :func:`eks_inference.dashboards.dashboard`; only the values are made up: three hours of a

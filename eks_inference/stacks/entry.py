@@ -6,8 +6,9 @@ which the CDK CLI would print whole under its own messages.
 
 The platform file is ``deployments.yaml`` beside ``app.py`` unless the ``platform`` context
 value names another (``cdk synth -c platform=path/to/platform.yaml``; relative to the current
-directory, which for ``cdk`` is the folder holding ``cdk.json``). ``python app.py`` reads
-context from the ``CDK_CONTEXT_JSON`` environment variable, as every CDK app does.
+directory, which for ``cdk`` is the folder holding ``cdk.json``; an empty value is refused, not
+read as the default). ``python app.py`` reads context from the ``CDK_CONTEXT_JSON`` environment
+variable, as every CDK app does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 
 from eks_inference.cli.errors import BadInput, summarize_validation_error
 from eks_inference.cli.inputs import load_platform
+from eks_inference.cli.text import printable
 from eks_inference.platform import PlatformSpec
 
 if TYPE_CHECKING:
@@ -44,14 +46,22 @@ def main(default_platform: Path) -> None:
     """
     try:
         given = _context().get(PLATFORM_CONTEXT)
-        path = Path(str(given)) if given else default_platform
+        if given is not None and not str(given).strip():
+            # `-c platform=$FILE` with FILE unset: building the reference platform instead
+            # would deploy another platform than the one meant.
+            raise BadInput(
+                f"the {PLATFORM_CONTEXT} context value is empty; give the platform file's path, "
+                f"or leave it out for {default_platform.name}"
+            )
+        path = default_platform if given is None else Path(str(given))
         platform = load_platform(path)
         from aws_cdk import App
 
         app = App(builtin_cloud_formation_validation=False)
         build(app, path, platform)
     except BadInput as error:
-        print(f"error: {error.format_message()}", file=sys.stderr)
+        # As the CLI prints it: a key or file name from the file may hold terminal escapes.
+        print(f"error: {printable(error.format_message())}", file=sys.stderr)
         sys.exit(error.exit_code)
     app.synth()
 
@@ -60,10 +70,16 @@ def _context() -> dict[str, Any]:
     """The app's context as the CDK CLI passed it, read without aws-cdk-lib."""
     context: dict[str, Any] = {}
     try:
+        texts = []
         if os.environ.get(CONTEXT_ENV):
-            context.update(json.loads(os.environ[CONTEXT_ENV]))
+            texts.append(os.environ[CONTEXT_ENV])
         if os.environ.get(CONTEXT_OVERFLOW_ENV):
-            context.update(json.loads(Path(os.environ[CONTEXT_OVERFLOW_ENV]).read_text()))
+            texts.append(Path(os.environ[CONTEXT_OVERFLOW_ENV]).read_text())
+        for text in texts:
+            loaded = json.loads(text)
+            if not isinstance(loaded, dict):
+                raise ValueError(f"a JSON object of context keys was expected, not {text[:40]!r}")
+            context.update(loaded)
     except (OSError, ValueError) as error:
         raise BadInput(f"the CDK context could not be read: {error}") from None
     return context

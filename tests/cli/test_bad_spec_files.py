@@ -259,3 +259,43 @@ def test_a_five_thousand_character_name_is_not_echoed_whole(tmp_path: Path) -> N
     path.write_text(_reference_with(_set(("model_bucket_name",), "b" * 5000)))
     line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), "(5000 characters)")
     assert len(line) < 300 + len(str(path))
+
+
+def test_a_key_with_a_newline_and_terminal_escapes_stays_one_escaped_line(tmp_path: Path) -> None:
+    path = tmp_path / "platform.yaml"
+    path.write_text(REFERENCE_TEXT + '"\\e[31mred\\nnext": 1\n')
+    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path))
+    assert line == f"error: invalid platform file {path}: \\x1b[31mred next: unknown field"
+
+
+def test_a_hundred_thousand_character_key_is_not_echoed_whole(tmp_path: Path) -> None:
+    path = tmp_path / "platform.yaml"
+    path.write_text(REFERENCE_TEXT + "? " + "k" * 100_000 + "\n: 1\n")
+    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), "unknown field")
+    assert len(line) < 300 + len(str(path))
+
+
+def test_a_platform_path_with_a_newline_is_named_on_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "two\nlines.yaml"
+    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), "not found")
+    assert "two\\nlines.yaml" in line
+
+
+def test_thousands_of_broken_deployments_are_refused_by_their_count_at_once(
+    tmp_path: Path,
+) -> None:
+    """6,000 deployments that would each fail validation: refused by their number before any
+    is validated, well within the second every hostile file gets (validating them all took
+    about 2.8 s of CPU)."""
+    data = yaml.safe_load(REFERENCE_TEXT)
+    data["deployments"] = [{}] * 6000
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(data))
+    started = os.times()
+    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), "6000 deployments")
+    finished = os.times()
+    assert "one stack holds at most 500" in line
+    cpu = (finished.children_user - started.children_user) + (
+        finished.children_system - started.children_system
+    )
+    assert cpu < 1.0, cpu

@@ -149,3 +149,35 @@ def test_a_failed_write_is_one_line_and_keeps_the_previous_manifests(
     ]
     monkeypatch.undo()
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+
+
+def test_a_marker_that_is_not_utf8_is_one_line_and_nothing_changes(
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    out = tmp_path / "k8s_manifests"
+    assert cli("manifests", "--out", out, "--platform", REFERENCE_PLATFORM).exit_code == 0
+    marker = out / ".eks-inference-manifests"
+    marker.write_bytes(marker.read_bytes() + b"# caf\xe9\n")
+    before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    result = cli("manifests", "--out", out, "--platform", REFERENCE_PLATFORM)
+    assert result.exit_code == 2
+    assert _lines(result.stderr) == [
+        f"error: {marker} is not a file the manifest writer wrote (not UTF-8 text); remove it"
+    ]
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+
+
+def test_a_file_name_with_a_newline_in_the_directory_is_named_on_one_line(
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "x\ny").write_text("mine\n")
+    result = cli("manifests", "--out", out, "--platform", REFERENCE_PLATFORM)
+    assert result.exit_code == 2
+    assert _lines(result.stderr) == [
+        f"error: {out} holds files the manifest writer did not write (x\\ny); choose a new or "
+        "empty directory, or pass --allow-other-files to write beside them (they are left "
+        "untouched)"
+    ]
+    assert [p.name for p in out.iterdir()] == ["x\ny"]

@@ -98,6 +98,44 @@ def test_python_app_prints_the_plan_line_for_a_bad_platform_file(tmp_path: Path,
 
 
 @pytest.mark.parametrize(
+    ("context_json", "message"),
+    [
+        ("[1]", "error: the CDK context could not be read: a JSON object of context keys"),
+        ("null", "error: the CDK context could not be read: a JSON object of context keys"),
+        ('{"platform": ""}', "error: the platform context value is empty;"),
+    ],
+)
+def test_python_app_refuses_context_that_is_no_object_or_names_no_file(
+    tmp_path: Path, context_json: str, message: str
+) -> None:
+    """An empty ``platform`` (``-c platform=$FILE`` with FILE unset) is refused rather than
+    read as the reference platform, which would build another platform than the one meant."""
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "app.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**_environment({}), "CDK_CONTEXT_JSON": context_json},
+        check=False,
+    )
+    assert completed.returncode == 2, completed.stderr
+    (line,) = completed.stderr.splitlines()
+    assert line.startswith(message)
+    assert not (tmp_path / "cdk.out").exists()
+
+
+def test_python_app_prints_terminal_escapes_in_a_file_name_escaped(tmp_path: Path) -> None:
+    """A file name is text from outside: its escape sequences must not reach the terminal."""
+    platform = tmp_path / "\x1b]0;title\x07\x1b[2J.yaml"
+    completed = _app({"platform": str(platform)}, tmp_path)
+    assert completed.returncode == 2, completed.stderr
+    assert "\x1b" not in completed.stderr
+    assert completed.stderr.splitlines() == [_plan_line(platform)]
+    assert "\\x1b]0;title\\x07\\x1b[2J.yaml not found" in completed.stderr
+
+
+@pytest.mark.parametrize(
     ("context", "message"),
     [
         ({"region": "eu-west-1"}, "error: invalid context: region: context region 'eu-west-1'"),
