@@ -16,6 +16,8 @@ export CDK_DISABLE_VERSION_CHECK := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export PYTHONDONTWRITEBYTECODE := 1
+# The docs theme's notice about its successor, printed on every build.
+export NO_MKDOCS_2_WARNING := 1
 
 CDK := node_modules/.bin/cdk --no-notices --no-version-reporting
 
@@ -23,7 +25,7 @@ CDK := node_modules/.bin/cdk --no-notices --no-version-reporting
 
 help:
 	@echo "make synth   set up if needed, write k8s_manifests/ and synthesize the reference app into cdk.out/"
-	@echo "make test    set up if needed, run lint, types and the whole test suite"
+	@echo "make test    set up if needed, run lint, types, the docs build and the whole test suite"
 	@echo "make deploy  cdk deploy InferenceStack (needs AWS credentials)"
 	@echo "make cdk ARGS='...'  any other cdk command (pinned CLI and Node), e.g. ARGS='diff'"
 	@echo "make bench   synth and manifest benchmarks, written to bench/results.json"
@@ -64,10 +66,12 @@ deploy: setup
 cdk: setup
 	$(CDK) $(ARGS)
 
+# The documentation site is built strictly (a broken link or an unknown name fails), offline.
 lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mkdocs build --strict --quiet
 
 test: lint
 	$(BIN)/pytest -n 2 --dist loadgroup
@@ -76,4 +80,4 @@ bench: setup-dev
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf cdk.out site .pytest_cache .mypy_cache .ruff_cache

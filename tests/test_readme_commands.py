@@ -1,8 +1,9 @@
-"""The README's make commands run as written in a fresh shell of a clone.
+"""The documentation's make commands run as written in a fresh shell of a clone.
 
-A fresh shell has neither the pinned CDK CLI nor Node 24 on its ``PATH``, so the README gives
-CDK commands through make, whose targets put both there. ``make -n`` prints what a target
-would run without running it (nor the setup it depends on).
+A fresh shell has neither the pinned CDK CLI nor Node 24 on its ``PATH``, so the documentation
+(README.md and every page under docs/) gives CDK commands through make, whose targets put both
+there. ``make -n`` prints what a target would run without running it (nor the setup it depends
+on).
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text(encoding="utf-8")
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+TEXT = "\n".join(document.read_text(encoding="utf-8") for document in DOCUMENTS)
 MAKE = shutil.which("make")
 # `make target` and `make target ARGS="..."`, in inline code or a code block's command line.
 _MAKE_COMMAND = re.compile(r'(?:`|^\$ )(make [a-z-]+(?: ARGS="[^"`]*")?)', re.MULTILINE)
 _TARGET = re.compile(r"^([a-z][a-z-]*):", re.MULTILINE)
 _PINNED_CDK = "node_modules/.bin/cdk --no-notices --no-version-reporting"
 
-COMMANDS = sorted(set(_MAKE_COMMAND.findall(README)))
+COMMANDS = sorted(set(_MAKE_COMMAND.findall(TEXT)))
 
 
-def test_the_readme_commands_are_read() -> None:
+def test_the_documented_commands_are_read() -> None:
     assert "make synth" in COMMANDS
     assert 'make cdk ARGS="synth -c node_provisioning=karpenter"' in COMMANDS
 
@@ -36,11 +38,11 @@ def test_every_make_command_names_a_target(command: str) -> None:
     assert command.split()[1] in targets, command
 
 
-def test_the_readme_synthesizes_karpenter_mode_with_the_pinned_cli() -> None:
-    """The README's command for a Karpenter-mode synth is one make runs with the pinned CLI."""
+def test_the_docs_synthesize_karpenter_mode_with_the_pinned_cli() -> None:
+    """The documented command for a Karpenter-mode synth is one make runs with the pinned CLI."""
     (shown,) = (
         span
-        for span in re.findall(r"`([^`\n]+)`", README)
+        for span in re.findall(r"`([^`\n]+)`", TEXT)
         if "node_provisioning=karpenter" in span and "synth" in span
     )
     assert shown.startswith("make "), f"{shown!r} does not run in a fresh shell"
