@@ -38,10 +38,10 @@ from eks_inference.charts.endpoint import (
 )
 from eks_inference.platform import PlatformSpec
 from eks_inference.serve.api_key_auth import VLLMAPIKeyMiddleware
-from eks_inference.serve.neuron_app import OpenAIServer, ServerConfig, api_key_ingress
+from eks_inference.serve.neuron_app import OpenAIServer, api_key_ingress
 from eks_inference.spec import ModelDeploymentSpec
 from tests.charts.conftest import CONTEXT, VARIANT_DEPLOYMENTS, VARIANT_POOLS
-from tests.serve.fakes import FakeEngine, HTTPResult, call_app
+from tests.serve.fakes import KEYED_CONFIG, FakeEngine, HTTPResult, call_app
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "upstream"
 KEY = "k3y-0f-the-platform"
@@ -77,17 +77,7 @@ VLLM_NEURON_ROUTES = route_table("vllm-v0.16.0-routes.txt")
 RAY_LLM_ROUTES = route_table("ray-2.60.0-serve-llm-routes.txt")
 SERVE_PROXY_ROUTES = tuple(r for r in RAY_LLM_ROUTES if r.method == "PROXY")
 
-NEURON_CONFIG = ServerConfig(
-    model="/models/llama-3-8b",
-    served_model_name="llama-3-8b",
-    tensor_parallel_size=2,
-    max_model_len=64,
-    max_num_seqs=4,
-    block_size=32,
-    dtype="bfloat16",
-    additional_config={"override_neuron_config": {}},
-    api_key_env=API_KEY_ENV,
-)
+NEURON_CONFIG = KEYED_CONFIG
 
 
 def neuron_app() -> FastAPI:

@@ -14,13 +14,27 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.serve.neuron_app import (
     GenerationStep,
     InvalidRequestError,
     SamplingOptions,
+    ServerConfig,
 )
 
 BOS = 1
+# A small Neuron server that requires the platform's key, read from API_KEY_ENV.
+KEYED_CONFIG = ServerConfig(
+    model="/models/llama-3-8b",
+    served_model_name="llama-3-8b",
+    tensor_parallel_size=2,
+    max_model_len=64,
+    max_num_seqs=4,
+    block_size=32,
+    dtype="bfloat16",
+    additional_config={"override_neuron_config": {}},
+    api_key_env=API_KEY_ENV,
+)
 
 
 @dataclass

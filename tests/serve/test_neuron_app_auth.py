@@ -29,20 +29,10 @@ from eks_inference.serve.neuron_app import (
     build_app,
     build_ray_llm_app,
 )
-from tests.serve.fakes import FakeEngine, HTTPResult, call_app
+from tests.serve.fakes import KEYED_CONFIG, FakeEngine, HTTPResult, call_app
 
 KEY = "k3y-0f-the-platform"
-CONFIG = ServerConfig(
-    model="/models/llama-3-8b",
-    served_model_name="llama-3-8b",
-    tensor_parallel_size=2,
-    max_model_len=64,
-    max_num_seqs=4,
-    block_size=32,
-    dtype="bfloat16",
-    additional_config={"override_neuron_config": {}},
-    api_key_env=API_KEY_ENV,
-)
+CONFIG = KEYED_CONFIG
 ARGS: dict[str, Any] = CONFIG.model_dump()
 DEPLOYMENT = cast(serve.Deployment, neuron_app.NeuronLLMServer)
 # Ray's ingress wrapper defines ``async def __del__``; a replica built here is freed without
