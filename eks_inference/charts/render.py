@@ -13,10 +13,12 @@ Layout::
       exporters.yaml                         (accelerator metrics exporters and their monitors)
       api-key.yaml                           (with an endpoint requiring API keys)
       karpenter-node-pools.yaml              (Karpenter mode: EC2NodeClasses and NodePools)
-      <deployment>/01-model-weights.yaml     (one file per chart, in apply order)
-      <deployment>/02-neuron-artifacts.yaml
-      <deployment>/03-rayservice.yaml
-      <deployment>/04-compile-job.yaml       (Neuron deployments with compiled artifacts)
+      .eks-inference-manifests               (the writer's marker: every file it wrote)
+      <deployment>/01-network-policy.yaml    (one file per chart, in apply order)
+      <deployment>/02-model-weights.yaml
+      <deployment>/03-neuron-artifacts.yaml
+      <deployment>/04-rayservice.yaml
+      <deployment>/05-compile-job.yaml       (Neuron deployments with compiled artifacts)
       <deployment>/NN-autoscaling.yaml       (autoscaled standalone vLLM: the ScaledObject)
       <deployment>/NN-monitoring.yaml        (its monitor, alerts and dashboard)
       <deployment>/NN-endpoint.yaml          (exposed deployments: the Ingress, last)
