@@ -7,7 +7,7 @@ import errno
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +278,20 @@ def _previous_output(out: Path, variants: Rendered) -> tuple[dict[str, bytes], s
     return _tree(out), _entries(out)
 
 
+def _raising_at_call(real: Callable[..., Any], at: int, error: BaseException) -> Callable[..., Any]:
+    """``real``, except that its ``at``-th call raises ``error`` instead."""
+    calls = 0
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == at:
+            raise error
+        return real(*args, **kwargs)
+
+    return wrapper
+
+
 @pytest.mark.parametrize("code", [errno.EBUSY, errno.EACCES, errno.EXDEV])
 def test_a_failed_rename_at_any_step_leaves_the_previous_output_byte_for_byte(
     tmp_path: Path,
@@ -303,16 +317,8 @@ def test_a_failed_rename_at_any_step_leaves_the_previous_output_byte_for_byte(
     for failing in range(1, steps + 1):
         out = tmp_path / f"fail-{failing}"
         assert _previous_output(out, variants) == before
-        calls = 0
-
-        def failing_rename(source: Any, target: Any, at: int = failing) -> None:
-            nonlocal calls
-            calls += 1
-            if calls == at:
-                raise OSError(code, os.strerror(code), str(source))
-            real_rename(source, target)
-
-        monkeypatch.setattr(os, "rename", failing_rename)
+        error = OSError(code, os.strerror(code))
+        monkeypatch.setattr(os, "rename", _raising_at_call(real_rename, failing, error))
         with pytest.raises(OSError, match=os.strerror(code)):
             replace_owned_files(out, reference.files, HEADER, allow_other_files=True)
         monkeypatch.setattr(os, "rename", counting)
@@ -327,16 +333,8 @@ def test_a_full_disk_at_any_file_leaves_the_previous_output_byte_for_byte(
     for failing in range(1, writes + 1):
         out = tmp_path / f"fail-{failing}"
         before = _previous_output(out, variants)
-        calls = 0
-
-        def full_disk(self: Path, *args: Any, at: int = failing, **kwargs: Any) -> int:
-            nonlocal calls
-            calls += 1
-            if calls == at:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
-            return real_write(self, *args, **kwargs)
-
-        monkeypatch.setattr(Path, "write_text", full_disk)
+        full_disk = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        monkeypatch.setattr(Path, "write_text", _raising_at_call(real_write, failing, full_disk))
         with pytest.raises(OSError, match=os.strerror(errno.ENOSPC)):
             replace_owned_files(out, reference.files, HEADER, allow_other_files=True)
         monkeypatch.setattr(Path, "write_text", real_write)
@@ -351,17 +349,10 @@ def test_a_run_killed_midway_is_finished_by_the_next(
     for killed_at in (3, len(variants.files) + 5, 2 * len(reference.files) + 2):
         out = tmp_path / f"killed-{killed_at}"
         _previous_output(out, variants)
-        calls = 0
-
-        def killed(source: Any, target: Any, at: int = killed_at) -> None:
-            nonlocal calls
-            calls += 1
-            if calls == at:
-                raise KeyboardInterrupt
-            real_rename(source, target)
-
         with monkeypatch.context() as patched:
-            patched.setattr(os, "rename", killed)
+            patched.setattr(
+                os, "rename", _raising_at_call(real_rename, killed_at, KeyboardInterrupt())
+            )
             patched.setattr(output_dir._Steps, "undo", lambda self: None)
             patched.setattr(output_dir.shutil, "rmtree", lambda *args, **kwargs: None)
             with pytest.raises(KeyboardInterrupt):

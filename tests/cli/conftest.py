@@ -240,9 +240,9 @@ def drip_endpoint() -> Iterator[str]:
 
 # The model directory the upload tests send, and where: files of three 5 MiB parts, one part
 # and a small one, in a subdirectory too (as Mistral's ``original/`` consolidated weights).
-UPLOAD_BUCKET = "eks-inference-test-models"
-UPLOAD_PREFIX = "models/llama-3-8b/"
-UPLOAD_URI = f"s3://{UPLOAD_BUCKET}/{UPLOAD_PREFIX}"
+BUCKET = "eks-inference-test-models"
+PREFIX = "models/llama-3-8b/"
+URI = f"s3://{BUCKET}/{PREFIX}"
 MIB = 1024**2
 PART_SIZE = ("--part-size", "5")
 BIG = "model-00001-of-00002.safetensors"
@@ -265,11 +265,11 @@ def model_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def bucket(s3: Any) -> str:
-    """:data:`UPLOAD_BUCKET`, created in the S3 emulator."""
-    s3.create_bucket(Bucket=UPLOAD_BUCKET)
-    return UPLOAD_BUCKET
+    """:data:`BUCKET`, created in the S3 emulator."""
+    s3.create_bucket(Bucket=BUCKET)
+    return BUCKET
 
 
 def upload(cli: Callable[..., Result], root: Path, *args: str) -> Result:
-    """``eks-inference upload ROOT UPLOAD_URI`` in 5 MiB parts, with ``args``."""
-    return cli("upload", root, UPLOAD_URI, *PART_SIZE, *args)
+    """``eks-inference upload ROOT URI`` in 5 MiB parts, with ``args``."""
+    return cli("upload", root, URI, *PART_SIZE, *args)

@@ -19,16 +19,10 @@ from eks_inference.cli.s3uri import S3Prefix
 from eks_inference.cli.upload import check_bucket
 from eks_inference.cli.upload_lease import LOCK_SUFFIX
 
-from .conftest import REGION, ApiCalls
+from .conftest import BIG, BUCKET, MIB, PART_SIZE, PREFIX, REGION, URI, ApiCalls
 
 Cli = Callable[..., Result]
-BUCKET = "eks-inference-test-models"
-PREFIX = "models/llama-3-8b/"
-URI = f"s3://{BUCKET}/{PREFIX}"
-MIB = 1024**2
-# Files above the 5 MiB part size go multipart: 11 MiB is three parts (5 + 5 + 1).
-PART_SIZE = ("--part-size", "5")
-BIG = "model-00001-of-00002.safetensors"
+# Files above the 5 MiB part size go multipart: BIG (11 MiB) is three parts (5 + 5 + 1).
 MULTIPART = ("CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload")
 DATA_CALLS = ("PutObject", "CreateMultipartUpload")
 
@@ -49,12 +43,6 @@ def model_dir(tmp_path: Path) -> Path:
     (root / ".cache").mkdir()
     (root / ".cache" / "download.lock").write_text("")
     return root
-
-
-@pytest.fixture
-def bucket(s3: Any) -> str:
-    s3.create_bucket(Bucket=BUCKET)
-    return BUCKET
 
 
 def _local_files(root: Path) -> dict[str, bytes]:

@@ -32,21 +32,18 @@ from eks_inference.cli.progress import STALL_AFTER_S, ByteProgress, StallColumn
 
 from .conftest import (
     BIG,
+    BUCKET,
     MIB,
     PART_SIZE,
+    PREFIX,
     REPO_ROOT,
     SMALL,
-    UPLOAD_BUCKET,
-    UPLOAD_PREFIX,
-    UPLOAD_URI,
+    URI,
     ApiCalls,
     upload,
 )
 
 Cli = Callable[..., Result]
-BUCKET = UPLOAD_BUCKET
-PREFIX = UPLOAD_PREFIX
-URI = UPLOAD_URI
 # Three parts of 5, 5 and 1 MiB.
 WRITES = (
     "PutObject",

@@ -40,23 +40,20 @@ from eks_inference.cli.upload_lease import LOCK_SUFFIX, Lease, LeaseOwner, acqui
 
 from .conftest import (
     BIG,
+    BUCKET,
     MIB,
     PART_SIZE,
+    PREFIX,
     REFERENCE_PLATFORM,
     REGION,
     REPO_ROOT,
     SMALL,
-    UPLOAD_BUCKET,
-    UPLOAD_PREFIX,
-    UPLOAD_URI,
+    URI,
     ApiCalls,
     upload,
 )
 
 Cli = Callable[..., Result]
-BUCKET = UPLOAD_BUCKET
-PREFIX = UPLOAD_PREFIX
-URI = UPLOAD_URI
 LOCK = "models/llama-3-8b" + LOCK_SUFFIX
 # Three parts of 5, 5 and 1 MiB.
 DATA_WRITES = ("PutObject", "CreateMultipartUpload", "DeleteObjects", "DeleteObject")
@@ -460,17 +457,23 @@ def test_delete_removes_keys_xml_cannot_carry_and_names_each_key_deleted(
     _assert_complete(s3, model_dir)
 
 
+def _deny_deleting(key: str) -> Callable[[str, dict[str, Any]], None]:
+    """An API-call hook under which S3 refuses any DeleteObjects naming ``key``."""
+
+    def deny(operation: str, params: dict[str, Any]) -> None:
+        keys = [o["Key"] for o in params.get("Delete", {}).get("Objects", [])]
+        if operation == "DeleteObjects" and key in keys:
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, operation)
+
+    return deny
+
+
 def test_a_refused_deletion_keeps_the_manifest_of_the_unchanged_prefix(
     cli: Cli, s3: Any, bucket: str, model_dir: Path, api_calls: ApiCalls
 ) -> None:
     manifest = _with_manifest(cli, s3, model_dir, "old/pytorch_model.bin")
 
-    def deny(operation: str, params: dict[str, Any]) -> None:
-        keys = [o["Key"] for o in params.get("Delete", {}).get("Objects", [])]
-        if operation == "DeleteObjects" and PREFIX + "old/pytorch_model.bin" in keys:
-            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, operation)
-
-    api_calls.fail = deny
+    api_calls.fail = _deny_deleting(PREFIX + "old/pytorch_model.bin")
     line = _one_line_error(upload(cli, model_dir, "--delete"), 1)
     assert "cannot delete old/pytorch_model.bin: access denied (AccessDenied)" in line
     assert line.endswith("deleted before it: none")
@@ -485,12 +488,7 @@ def test_a_deletion_that_stops_names_the_keys_already_deleted(
 ) -> None:
     _with_manifest(cli, s3, model_dir, "stale\x01shard.bin", "old/pytorch_model.bin")
 
-    def deny(operation: str, params: dict[str, Any]) -> None:
-        keys = [o["Key"] for o in params.get("Delete", {}).get("Objects", [])]
-        if operation == "DeleteObjects" and PREFIX + "old/pytorch_model.bin" in keys:
-            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, operation)
-
-    api_calls.fail = deny
+    api_calls.fail = _deny_deleting(PREFIX + "old/pytorch_model.bin")
     line = _one_line_error(upload(cli, model_dir, "--delete"), 1)
     assert line.endswith("deleted before it: stale\\x01shard.bin")
     remote = _remote(s3)

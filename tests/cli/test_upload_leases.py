@@ -27,7 +27,7 @@ from eks_inference.cli import upload_lease
 from eks_inference.cli.aws_deadline import DEADLINE_VARIABLE
 from eks_inference.cli.upload_lease import LEASE_S, LOCK_SUFFIX
 
-from .conftest import PART_SIZE, REPO_ROOT, UPLOAD_BUCKET, ApiCalls
+from .conftest import BUCKET, PART_SIZE, REPO_ROOT, ApiCalls
 from .test_upload_integrity import (
     _HOOKED_RUN,
     ELSEWHERE,
@@ -38,7 +38,6 @@ from .test_upload_integrity import (
 )
 
 Cli = Callable[..., Result]
-BUCKET = UPLOAD_BUCKET
 OUTER = "models/a/"
 INNER = "models/a/b/"
 
