@@ -12,10 +12,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from eks_inference.node_pools import NodePool, Taint
 from eks_inference.nodejs import use_pinned_node
-from eks_inference.platform import Placement, PlatformSpec
-from eks_inference.spec import (
+from eks_inference.spec.deployment import (
     Limits,
     ModelDeploymentSpec,
     ModelRef,
@@ -23,6 +21,8 @@ from eks_inference.spec import (
     Scaling,
     Weights,
 )
+from eks_inference.spec.node_pools import NodePool, Taint
+from eks_inference.spec.platform import Placement, PlatformSpec
 
 if TYPE_CHECKING:
     from eks_inference.constructs import (

@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.versions import NEURON_SDK_VERSION
 
 # Characters kept verbatim in a key segment; anything else becomes '-'. S3 accepts more, but

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from eks_inference import sizing
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 
 # Model load budget: what a model server may take from container start to a healthy engine.
 # The base covers engine start, graph capture or Neuron model load and warm-up: minutes on a

@@ -20,7 +20,7 @@ from enum import StrEnum
 
 from eks_inference import load_budget, metrics, names
 from eks_inference.metrics import Metric, require_known
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 
 # The target label the deployment's PodMonitors set from the pod's instance label; Ray Serve
 # metrics already carry `deployment` (the Serve deployment) and `application`, so it is not

@@ -129,7 +129,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The reference app (deployments.yaml) synthesized once, with cdk-nag on."""
     from aws_cdk import App
 
-    from eks_inference.platform import PlatformSpec
+    from eks_inference.spec.platform import PlatformSpec
     from eks_inference.stacks import build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out")
@@ -146,7 +146,7 @@ def reference_karpenter(tmp_path_factory: pytest.TempPathFactory) -> Synthesized
     synthesized once, with cdk-nag on."""
     from aws_cdk import App
 
-    from eks_inference.platform import PlatformSpec
+    from eks_inference.spec.platform import PlatformSpec
     from eks_inference.stacks import build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out.karpenter")

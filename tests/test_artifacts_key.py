@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from eks_inference import artifacts
 from eks_inference.artifacts import artifact_prefix, completion_marker_key
 from eks_inference.catalog import MODELS
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 
 GRAPH_INPUTS = (
     "model_id",

@@ -12,8 +12,9 @@ import yaml
 from pydantic import ValidationError
 
 from eks_inference import sizing
-from eks_inference.platform import PlatformSpec
-from eks_inference.routes import (
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import PlatformSpec
+from eks_inference.spec.routes import (
     IDLE_TIMEOUT_MARGIN,
     MAX_IDLE_TIMEOUT_S,
     MAX_ROUTES_PER_LOAD_BALANCER,
@@ -23,7 +24,6 @@ from eks_inference.routes import (
     load_balancer_group,
     services,
 )
-from eks_inference.spec import ModelDeploymentSpec
 
 REFERENCE = Path(__file__).parent.parent / "deployments.yaml"
 CERTIFICATE = "arn:aws:acm:us-east-1:111122223333:certificate/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"

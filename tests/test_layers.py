@@ -55,7 +55,7 @@ def layer(module: str) -> int:
 def test_the_graph_is_read() -> None:
     assert "eks_inference.charts.pod" in GRAPH["eks_inference.charts.vllm"]
     assert "eks_inference.constructs.cluster" in GRAPH["eks_inference.constructs.addons"]
-    assert layer("eks_inference.spec") < layer("eks_inference.charts.vllm")
+    assert layer("eks_inference.spec.deployment") < layer("eks_inference.charts.vllm")
     assert layer("eks_inference.charts.vllm") < layer("eks_inference.constructs.addons")
 
 

@@ -19,8 +19,8 @@ from eks_inference.metrics import (
     require_known,
     unknown_metrics,
 )
-from eks_inference.platform import PlatformSpec
 from eks_inference.signals import serve_replica_deployment, signals_of
+from eks_inference.spec.platform import PlatformSpec
 
 REPO = Path(__file__).resolve().parents[1]
 

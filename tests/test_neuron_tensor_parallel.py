@@ -21,8 +21,8 @@ from eks_inference import sizing
 from eks_inference.catalog import GIB, INSTANCE_TYPES, MODELS, ModelArchitecture
 from eks_inference.cli import plan
 from eks_inference.cli.main import app
-from eks_inference.platform import PlatformSpec
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import PlatformSpec
 
 INF2 = INSTANCE_TYPES["inf2.48xlarge"]
 LLAMA_70B = MODELS["llama-3.1-70b"].architecture

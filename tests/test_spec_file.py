@@ -18,15 +18,15 @@ from types import ModuleType
 import pytest
 import yaml
 
-from eks_inference import spec_file
-from eks_inference.platform import PlatformSpec
-from eks_inference.spec_file import (
+from eks_inference.spec import files as spec_file
+from eks_inference.spec.files import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_INTEGER,
     MAX_NODES,
     SpecFileError,
 )
+from eks_inference.spec.platform import PlatformSpec
 
 REFERENCE = Path(__file__).parent.parent / "deployments.yaml"
 REFERENCE_TEXT = REFERENCE.read_text()

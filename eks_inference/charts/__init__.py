@@ -5,7 +5,7 @@ Nothing here imports aws-cdk: the CDK constructs apply these charts to a cluster
 Every pod is built by :mod:`eks_inference.charts.pod`; every chart records what it needs from
 the platform in a :class:`~eks_inference.charts.contract.PlatformNeeds`, which is all the
 constructs read. Every node selector and toleration comes from a
-:class:`~eks_inference.platform.Placement`, every name another object refers to from that
+:class:`~eks_inference.spec.platform.Placement`, every name another object refers to from that
 object, and every image from :mod:`eks_inference.versions` or the :class:`RenderContext`.
 """
 
@@ -47,9 +47,9 @@ from eks_inference.charts.rayservice import RayServiceChart
 from eks_inference.charts.vllm import COMPONENT as VLLM_COMPONENT
 from eks_inference.charts.vllm import VllmChart
 from eks_inference.load_budget import weights_gib
-from eks_inference.platform import Placement
-from eks_inference.routes import Route
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import Placement
+from eks_inference.spec.routes import Route
 
 # Compiled artifacts appear under their key when a compile job finishes, possibly after a
 # serving pod first looked for them: a one-minute metadata TTL lets a waiting pod see them,

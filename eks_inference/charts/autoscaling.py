@@ -20,7 +20,7 @@ from eks_inference.charts.common import DeploymentChart, api_object, metadata, o
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.signals import SCRAPE_INTERVAL_SECONDS, Signals, signals_of
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 SCALEDOBJECT_CRD = "scaledobjects.keda.sh"

@@ -1,7 +1,7 @@
 """What every chart of a deployment shares: the render context, names, labels, paths and budgets.
 
-Charts receive a validated :class:`~eks_inference.spec.ModelDeploymentSpec`, a
-:class:`~eks_inference.platform.Placement` and a :class:`RenderContext`. Values that come from
+Charts receive a validated :class:`~eks_inference.spec.deployment.ModelDeploymentSpec`, a
+:class:`~eks_inference.spec.platform.Placement` and a :class:`RenderContext`. Values that come from
 outside the spec (the bucket, the region, the registry of an image the CDK app builds) arrive
 in the context as strings that may be unresolved CDK tokens, so charts only ever embed them
 in larger strings, never parse, hash or compare them.
@@ -26,10 +26,10 @@ from eks_inference.charts.contract import PlatformNeeds, SecretNeed
 from eks_inference.names import API_KEY_SECRET, API_KEY_SECRET_KEY, INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.names import COMPONENT_LABEL as COMPONENT_LABEL
 from eks_inference.names import INSTANCE_LABEL as INSTANCE_LABEL
-from eks_inference.routes import Route
 from eks_inference.serve.api_key_auth import API_KEY_ENV as API_KEY_ENV
 from eks_inference.serve.api_key_auth import HEALTH_PATH as HEALTH_PATH
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.routes import Route
 
 # The OpenAI-compatible port of vLLM and of Ray Serve's HTTP proxy alike, so a client's URL
 # differs between engines only in the Service name.

@@ -59,9 +59,9 @@ from eks_inference.load_budget import (
     weights_gib,
 )
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.platform import Placement
 from eks_inference.sizing import pod_resources
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import Placement
 from eks_inference.versions import AWS_CLI_IMAGE, NEURON_VLLM_IMAGE
 
 COMPILE_CONTAINER = "compile"

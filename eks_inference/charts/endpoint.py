@@ -1,13 +1,13 @@
 """What exposes the deployments: one Ingress per deployment, and the platform's API-key objects.
 
 **One load balancer, one Ingress per deployment.** Every exposed deployment gets an Ingress
-of class ``alb`` in the IngressGroup of its :class:`~eks_inference.routes.Route`; the AWS Load
+of class ``alb`` in the IngressGroup of its :class:`~eks_inference.spec.routes.Route`; the AWS Load
 Balancer Controller merges the group into one Application Load Balancer with one listener rule
 and one target group per Ingress. Settings of the load balancer itself (scheme, listener,
 certificate, TLS policy, client networks, attributes) are "exclusive" in the controller's
 terms and are rendered identically on every Ingress of the group from the one
-:class:`~eks_inference.endpoints.Endpoint`; route collisions are rejected when the platform is
-validated (:func:`eks_inference.routes.check_routes`).
+:class:`~eks_inference.spec.endpoints.Endpoint`; route collisions are rejected when the platform is
+validated (:func:`eks_inference.spec.routes.check_routes`).
 
 **Routing: the OpenAI API and nothing else.** A deployment's Ingress has one path, its OpenAI
 API, ``/v1`` and below, so each deployment takes one listener rule. With path routing that
@@ -41,12 +41,12 @@ round robin would pile requests onto replicas busy with long ones.
 
 **Listener.** HTTPS on 443 only, with the TLS 1.3/1.2 policy, when the endpoint has a
 certificate; otherwise HTTP on 80, which only an internal load balancer may do. Clients may
-connect from the endpoint's ``source_cidrs`` (:attr:`~eks_inference.routes.Route.source_cidrs`)
+connect from the endpoint's ``source_cidrs`` (:attr:`~eks_inference.spec.routes.Route.source_cidrs`)
 or, when it lists none, from the cluster's VPC only: the render context's
 :attr:`~eks_inference.charts.common.RenderContext.vpc_cidr`, the very range the deployment's
 NetworkPolicies admit the load balancer from, so a cluster in a VPC of its own accepts its own
 VPC's clients and not those of the default range. The idle timeout is the route's (see
-:mod:`eks_inference.routes`); invalid header fields are dropped.
+:mod:`eks_inference.spec.routes`); invalid header fields are dropped.
 
 **API key.** :class:`ApiKeyChart` is the platform's one copy of the API key in Kubernetes: an
 External Secrets Operator ``SecretStore`` for AWS Secrets Manager in the inference namespace
@@ -81,8 +81,8 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.names import ALB_INGRESS_CLASS, COMPONENT_LABEL, INFERENCE_NAMESPACE
-from eks_inference.routes import Route
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.routes import Route
 
 ENDPOINT_ROLE = "endpoint"
 API_KEY_ROLE = "api-key"
@@ -191,7 +191,7 @@ def target_annotations(target: Backend) -> dict[str, str]:
 def strip_prefix_transform(path: str) -> list[dict[str, Any]]:
     """The URL rewrite that turns ``<path>/v1/...`` into ``/v1/...``.
 
-    ``path`` is a :data:`~eks_inference.endpoints.RoutePath`: only lowercase letters, digits,
+    ``path`` is a :data:`~eks_inference.spec.endpoints.RoutePath`: only lowercase letters, digits,
     ``-`` and ``/``, none of which a regular expression reads as anything but itself.
     """
     return [

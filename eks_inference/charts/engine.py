@@ -19,8 +19,8 @@ from eks_inference.charts.common import (
     requires_api_key,
 )
 from eks_inference.names import NEURON_SERVER_DEPLOYMENT as NEURON_SERVER_DEPLOYMENT
-from eks_inference.routes import Route
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.routes import Route
 
 # The OpenAI server's supported entry point (0.16 on Neuron, 0.29 on GPUs); the model is its
 # positional argument, since `--model` is deprecated there.

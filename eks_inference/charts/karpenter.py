@@ -2,7 +2,7 @@
 
 With ``node_provisioning: karpenter`` every pool but the system pool is a Karpenter NodePool
 (the system pool is a managed node group that runs Karpenter; its growth beyond ``min_size``
-is a NodePool too, see :class:`~eks_inference.node_pools.KarpenterPool`). Each NodePool and
+is a NodePool too, see :class:`~eks_inference.spec.node_pools.KarpenterPool`). Each NodePool and
 its EC2NodeClass are built from the same spec as a managed node group, so its nodes carry the
 labels the pods select and the taints they tolerate, boot the same AMI family with the same
 encrypted gp3 root volume and IMDSv2 hop limit, and count against a limit derived from
@@ -47,7 +47,8 @@ from eks_inference.charts.scheduling import (
 )
 from eks_inference.load_budget import NODE_AND_IMAGE_SECONDS, model_load_seconds, rollout_seconds
 from eks_inference.names import KARPENTER_DISCOVERY_TAG, NODE_POOL_LABEL, karpenter_node_role_name
-from eks_inference.node_pools import (
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.node_pools import (
     IMDS_HOP_LIMIT,
     ROOT_DEVICE,
     KarpenterPool,
@@ -55,8 +56,7 @@ from eks_inference.node_pools import (
     karpenter_pools,
     system_pool_of,
 )
-from eks_inference.platform import PlatformSpec
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.platform import PlatformSpec
 from eks_inference.versions import EKS_AL2023_AMI_RELEASE
 
 NODE_POOL_API_VERSION = "karpenter.sh/v1"

@@ -41,7 +41,6 @@ from eks_inference.charts.rayservice import (
 from eks_inference.charts.vllm import COMPONENT as VLLM_COMPONENT
 from eks_inference.charts.vllm import HTTP_PORT_NAME, METRICS_PATH
 from eks_inference.names import INFERENCE_NAMESPACE, MONITORING_NAMESPACE
-from eks_inference.node_pools import NodePool
 from eks_inference.signals import (
     ALERT_FOR_SECONDS,
     DEPLOYMENT_LABEL,
@@ -49,7 +48,8 @@ from eks_inference.signals import (
     seconds,
     signals_of,
 )
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.node_pools import NodePool
 from eks_inference.versions import NEURON_MONITOR_IMAGE
 
 MONITORING_API_VERSION = "monitoring.coreos.com/v1"

@@ -25,7 +25,7 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 
 CSI_DRIVER = "s3.csi.aws.com"
 # Mountpoint ignores capacity, but the API requires one and a claim binds only to a volume at

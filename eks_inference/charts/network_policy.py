@@ -42,7 +42,7 @@ from eks_inference.charts.rayservice import (
 from eks_inference.charts.vllm import COMPONENT as VLLM_COMPONENT
 from eks_inference.charts.vllm import HTTP_PORT_NAME
 from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE, INSTANCE_LABEL
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 
 ROLE = "network-policy"
 NETWORK_POLICY_API_VERSION = "networking.k8s.io/v1"

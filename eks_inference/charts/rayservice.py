@@ -43,10 +43,10 @@ from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.mountpoint import MountpointVolume
 from eks_inference.load_budget import rollout_seconds
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.platform import Placement
-from eks_inference.routes import Route
 from eks_inference.sizing import pod_resources
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import Placement
+from eks_inference.spec.routes import Route
 from eks_inference.versions import RAY_HEAD_GPU_IMAGE, RAY_LLM_GPU_IMAGE, RAY_VERSION
 
 COMPONENT = "rayservice"

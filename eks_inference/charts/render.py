@@ -54,8 +54,8 @@ from eks_inference.charts.monitoring import ExportersChart, neuron_pools
 from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.charts.output_dir import replace_owned_files
 from eks_inference.charts.scheduling import check_schedulable
-from eks_inference.platform import PlatformSpec
-from eks_inference.routes import api_key_secret_name
+from eks_inference.spec.platform import PlatformSpec
+from eks_inference.spec.routes import api_key_secret_name
 
 NAMESPACE_FILE = "namespace.yaml"
 # The Karpenter EC2NodeClasses and NodePools of a platform in Karpenter mode.

@@ -18,7 +18,7 @@ from importlib import resources
 
 from eks_inference.charts import pod
 from eks_inference.charts.common import api_object, metadata
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 
 SHIPPED_PATH = "/opt/eks-inference/serve"
 CODE_DIGEST_ANNOTATION = "eks-inference.io/serve-app-sha256"

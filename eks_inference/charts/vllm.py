@@ -38,10 +38,10 @@ from eks_inference.charts.contract import PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.mountpoint import MountpointVolume
 from eks_inference.load_budget import model_load_seconds, rollout_seconds
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.platform import Placement
-from eks_inference.routes import Route
 from eks_inference.sizing import pod_resources
-from eks_inference.spec import VLLM_ROLLOUT_SURGE, ModelDeploymentSpec
+from eks_inference.spec.deployment import VLLM_ROLLOUT_SURGE, ModelDeploymentSpec
+from eks_inference.spec.platform import Placement
+from eks_inference.spec.routes import Route
 from eks_inference.versions import NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
 
 COMPONENT = "vllm"
@@ -123,9 +123,10 @@ class VllmChart(DeploymentChart):
       ``scaling.autoscale``, when the count is left to the KEDA autoscaler of
       :mod:`eks_inference.charts.autoscaling`), each one model replica on
       ``tensor_parallel_size`` NeuronCores or GPUs. Rolls
-      :data:`~eks_inference.spec.VLLM_ROLLOUT_SURGE` extra replica at a time and never below
-      the current count (``maxUnavailable`` 0), so a rollout needs room for one more replica
-      in the node pool. Pods are selected by the deployment's instance and component labels.
+      :data:`~eks_inference.spec.deployment.VLLM_ROLLOUT_SURGE` extra replica at a time and
+      never below the current count (``maxUnavailable`` 0), so a rollout needs room for one
+      more replica in the node pool. Pods are selected by the deployment's instance and
+      component labels.
     - **Service** ``<deployment>``: ClusterIP, OpenAI API on port 8000.
     - **PodDisruptionBudget**: one replica at a time may be evicted, so node drains proceed
       without taking the whole model down; unhealthy pods may always be evicted. A replica

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from eks_inference.cli.errors import BadInput, CommandFailed, summarize_validation_error
 from eks_inference.cli.text import printable
-from eks_inference.platform import PlatformSpec
+from eks_inference.spec.platform import PlatformSpec
 
 # The option that consents to writing beside files the writer did not write.
 ALLOW_OTHER_FILES_OPTION = "--allow-other-files"

@@ -30,9 +30,9 @@ from eks_inference.cli.quotas import SERVICE_CODE, VcpuQuota, vcpu_quota
 from eks_inference.cli.text import format_bytes, plural
 from eks_inference.cli.upload import read_manifest
 from eks_inference.cli.upload_manifest import ManifestTooLargeError, UploadManifest, manifest_key
-from eks_inference.node_pools import NodePool
-from eks_inference.platform import PlatformSpec
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.node_pools import NodePool
+from eks_inference.spec.platform import PlatformSpec
 
 Status = Literal["PASS", "FAIL", "SKIP"]
 # Keys named in a failing row before "(+N more)".

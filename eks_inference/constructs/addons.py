@@ -21,7 +21,7 @@ from eks_inference.constructs._nag import acknowledge, wildcard_resource_finding
 from eks_inference.constructs.cluster import InferenceCluster
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.constructs.nodegroups import CLUSTER_AUTOSCALER_TAG_PREFIX
-from eks_inference.node_pools import NodePool
+from eks_inference.spec.node_pools import NodePool
 
 SYSTEM_NAMESPACE = "kube-system"
 CLUSTER_AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"

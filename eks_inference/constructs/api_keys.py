@@ -26,7 +26,7 @@ from eks_inference.charts.endpoint import ApiKeyChart
 from eks_inference.constructs._nag import acknowledge
 from eks_inference.constructs.addons import helm_chart
 from eks_inference.constructs.cluster import InferenceCluster
-from eks_inference.routes import api_key_secret_name
+from eks_inference.spec.routes import api_key_secret_name
 
 EXTERNAL_SECRETS_NAMESPACE = "external-secrets"
 EXTERNAL_SECRETS_SERVICE_ACCOUNT = "external-secrets"

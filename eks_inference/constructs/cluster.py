@@ -33,7 +33,7 @@ from eks_inference.constructs._nag import (
 )
 from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE, VPC_CIDR
-from eks_inference.node_pools import (
+from eks_inference.spec.node_pools import (
     NodePool,
     NodeProvisioning,
     managed_node_group_problems,

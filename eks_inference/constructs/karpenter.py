@@ -37,7 +37,7 @@ from eks_inference.constructs._nag import (
 from eks_inference.constructs.addons import SYSTEM_NAMESPACE, helm_chart
 from eks_inference.constructs.cluster import NODE_POLICIES, InferenceCluster
 from eks_inference.names import KARPENTER_DISCOVERY_TAG, karpenter_node_role_name
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 
 SERVICE_ACCOUNT = "karpenter"
 POLICY_FILE = "karpenter_controller_policy.json"

@@ -1,6 +1,7 @@
 """``ModelDeployment``: one model served on the cluster, with exactly the S3 access it needs.
 
-The construct applies the charts of one :class:`~eks_inference.spec.ModelDeploymentSpec` (the
+The construct applies the charts of one
+:class:`~eks_inference.spec.deployment.ModelDeploymentSpec` (the
 same charts :mod:`eks_inference.charts.render` writes to ``k8s_manifests/``) to an
 :class:`~eks_inference.constructs.InferenceCluster` and gives the pods, and only them, read
 access to their own prefixes of the :class:`~eks_inference.constructs.ModelBucket`.
@@ -35,14 +36,14 @@ from eks_inference.constructs.api_keys import ApiKeys
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
 from eks_inference.constructs.load_balancer_controller import LoadBalancerController
 from eks_inference.constructs.model_bucket import ModelBucket
-from eks_inference.platform import Placement
-from eks_inference.routes import Route
 from eks_inference.serve.image import (
     NEURON_RAY_IMAGE_CONTEXT,
     neuron_ray_build_args,
     neuron_ray_image_hash,
 )
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import Placement
+from eks_inference.spec.routes import Route
 
 
 class NeuronRayImage(Construct):

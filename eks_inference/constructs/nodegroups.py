@@ -1,4 +1,4 @@
-"""Managed node groups built from :class:`~eks_inference.node_pools.NodePool` objects.
+"""Managed node groups built from :class:`~eks_inference.spec.node_pools.NodePool` objects.
 
 Everything a node group needs (AMI type, instance types, sizes, labels, taints, root volume
 and the Cluster Autoscaler's scale-from-zero hints) is read from the pool, so the nodes, the
@@ -19,7 +19,7 @@ from eks_inference.constructs._nag import (
     acknowledge_managed_policies,
     wildcard_resource_finding,
 )
-from eks_inference.node_pools import IMDS_HOP_LIMIT, ROOT_DEVICE, NodePool
+from eks_inference.spec.node_pools import IMDS_HOP_LIMIT, ROOT_DEVICE, NodePool
 
 CLUSTER_AUTOSCALER_TAG_PREFIX = "k8s.io/cluster-autoscaler"
 NODE_TEMPLATE_TAG_PREFIX = f"{CLUSTER_AUTOSCALER_TAG_PREFIX}/node-template"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eks_inference.signals import DeploymentKind, Signals, signals_of
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 
 Json = dict[str, Any]
 

@@ -25,8 +25,8 @@ from matplotlib.ticker import Formatter, MaxNLocator
 from numpy.typing import ArrayLike
 
 from eks_inference.dashboards import Json, dashboard
-from eks_inference.platform import PlatformSpec
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import PlatformSpec
 
 _MINUTES = 180
 # Decode speed of one sequence and the seconds a request spends decoding, for the sample.

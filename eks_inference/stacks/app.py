@@ -8,10 +8,10 @@ from aws_cdk import App, CloudFormationValidatePlugin, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from eks_inference.aws_types import iam_role_arn_problem, public_access_cidr_problem
-from eks_inference.node_pools import NodeProvisioning
-from eks_inference.platform import PlatformSpec
+from eks_inference.spec.node_pools import NodeProvisioning
+from eks_inference.spec.platform import PlatformSpec
+from eks_inference.spec.validation import Problems
 from eks_inference.stacks.inference_stack import InferenceStack
-from eks_inference.validation import Problems
 
 STACK_NAME = "InferenceStack"
 _DEFAULT_ZONE_SUFFIXES = ("a", "b", "c")

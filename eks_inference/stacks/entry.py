@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from eks_inference.cli.errors import BadInput, summarize_validation_error
 from eks_inference.cli.inputs import load_platform
 from eks_inference.cli.text import printable
-from eks_inference.platform import PlatformSpec
+from eks_inference.spec.platform import PlatformSpec
 
 if TYPE_CHECKING:
     from aws_cdk import App

@@ -26,9 +26,9 @@ from eks_inference.constructs import (
 )
 from eks_inference.constructs.karpenter import KarpenterNodeProvisioning
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.platform import Placement, PlatformSpec
-from eks_inference.routes import Route, api_key_secret_name
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import Placement, PlatformSpec
+from eks_inference.spec.routes import Route, api_key_secret_name
 
 # Where the controller writes the load balancer's DNS name on an Ingress it serves; it appears
 # a minute or two after the Ingress, once the load balancer exists.

@@ -53,10 +53,10 @@ from eks_inference.charts.compile_job import (
 )
 from eks_inference.charts.engine import vllm_server_args
 from eks_inference.charts.render import default_context, render_files, render_platform
-from eks_inference.platform import PlatformSpec
 from eks_inference.serve.image import neuron_ray_build_args
 from eks_inference.sizing import pod_resources
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import PlatformSpec
 from eks_inference.versions import (
     AWS_CLI_IMAGE,
     KUBERNETES_VERSION,

@@ -24,8 +24,8 @@ from eks_inference.charts import (
     needs_of,
 )
 from eks_inference.charts.common import MAX_OBJECT_BYTES, ObjectsChart
-from eks_inference.platform import PlatformSpec
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT
 
 # Kinds that are not built into Kubernetes, and the CRD that defines each.

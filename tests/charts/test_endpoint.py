@@ -38,8 +38,8 @@ from eks_inference.charts.rayservice import KEEP_ALIVE_ANNOTATION, serve_service
 from eks_inference.charts.render import API_KEY_FILE, render_files, render_platform
 from eks_inference.charts.shipped import SHIPPED_PATH
 from eks_inference.charts.vllm import TERMINATION_GRACE_S
-from eks_inference.platform import PlatformSpec
-from eks_inference.routes import api_key_secret_name, idle_timeout_seconds
+from eks_inference.spec.platform import PlatformSpec
+from eks_inference.spec.routes import api_key_secret_name, idle_timeout_seconds
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT, VARIANT_DEPLOYMENTS, VARIANT_POOLS, Rendered
 from tests.charts.helpers import _strict, of_kind, one, pod_templates, serve_config

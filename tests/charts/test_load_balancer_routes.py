@@ -36,10 +36,10 @@ from eks_inference.charts.endpoint import (
     backend,
     ingress,
 )
-from eks_inference.platform import PlatformSpec
 from eks_inference.serve.api_key_auth import VLLMAPIKeyMiddleware
 from eks_inference.serve.neuron_app import OpenAIServer, api_key_ingress
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT, VARIANT_DEPLOYMENTS, VARIANT_POOLS
 from tests.serve.fakes import KEYED_CONFIG, FakeEngine, HTTPResult, call_app
 

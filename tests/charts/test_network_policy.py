@@ -30,7 +30,7 @@ from eks_inference.charts.rayservice import HEAD_COMPONENT, RAY_METRICS_PORT, WO
 from eks_inference.charts.render import render_platform
 from eks_inference.charts.vllm import COMPONENT as VLLM_COMPONENT
 from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE, INSTANCE_LABEL
-from eks_inference.platform import PlatformSpec
+from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT, Rendered
 
 Json = dict[str, Any]

@@ -18,7 +18,7 @@ from eks_inference.charts.engine import (
 from eks_inference.charts.rayservice import SERVE_APP_MODULES
 from eks_inference.charts.shipped import SHIPPED_PATH, code_digest, module_file, module_source
 from eks_inference.load_budget import rollout_seconds
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.versions import RAY_LLM_GPU_IMAGE, RAY_VERSION
 from tests.charts.conftest import CONTEXT, Rendered
 from tests.charts.helpers import of_kind, one, pod_templates, serve_config, serving_objects

@@ -37,8 +37,8 @@ from eks_inference.charts.render import (
     render_platform,
     write_manifests,
 )
-from eks_inference.platform import PlatformSpec
 from eks_inference.serve.image import asset_image_uri
+from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT, REPO, Rendered
 
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from typer.testing import Result
 
 from eks_inference.cli.endpoint import MAX_RESPONSE_BYTES, models_endpoint
-from eks_inference.platform import PlatformSpec
+from eks_inference.spec.platform import PlatformSpec
 from tests.cli.conftest import DRIP_INTERVAL_S, REFERENCE_PLATFORM
 
 KEY = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL"

@@ -15,7 +15,7 @@ from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
 from eks_inference.cli import plan
 from eks_inference.cli.inputs import load_platform
 from eks_inference.cli.plan_render import platform_markdown
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
 
 from .conftest import REFERENCE_PLATFORM, REPO_ROOT
 

@@ -24,7 +24,7 @@ from eks_inference.constructs.karpenter import (
     documented_policy,
     fill,
 )
-from eks_inference.platform import PlatformSpec
+from eks_inference.spec.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]

@@ -20,7 +20,7 @@ from eks_inference.constructs.load_balancer_controller import (
     published_policy,
     scoped_policy,
 )
-from eks_inference.routes import api_key_secret_name
+from eks_inference.spec.routes import api_key_secret_name
 from tests.conftest import STACK_NAME, Synthesized
 
 synth = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
@@ -296,7 +296,7 @@ def test_an_exposed_deployment_needs_the_controller_and_the_key() -> None:
         ModelBucket,
         ModelDeployment,
     )
-    from eks_inference.platform import PlatformSpec
+    from eks_inference.spec.platform import PlatformSpec
     from tests.conftest import REFERENCE_PLATFORM
 
     platform = PlatformSpec.from_yaml(REFERENCE_PLATFORM)

@@ -26,10 +26,10 @@ from eks_inference.constructs import (
     ModelDeployment,
     NeuronRayImage,
 )
-from eks_inference.node_pools import NodePool
-from eks_inference.platform import Placement, PlatformSpec
 from eks_inference.serve.image import neuron_ray_build_args, neuron_ray_image_hash
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.node_pools import NodePool
+from eks_inference.spec.platform import Placement, PlatformSpec
 from eks_inference.stacks import register_nag
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized, cdk_context
 from tests.stacks.deployed import DeployedDeployment, Statement, deployed, statements

@@ -9,9 +9,9 @@ import pytest
 
 from eks_inference.dashboards import dashboard, expressions, uid
 from eks_inference.metrics import unknown_metrics
-from eks_inference.platform import PlatformSpec
 from eks_inference.signals import DeploymentKind, kind_of, signals_of
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import REFERENCE_PLATFORM, VARIANT_DEPLOYMENTS, VARIANT_POOLS
 from tests.charts.observed import AUTOSCALED, PROMTOOL, PROMTOOL_MISSING, promtool_check_rules
 

@@ -18,8 +18,8 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 from eks_inference.dashboards.picture import render
-from eks_inference.platform import PlatformSpec
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import REFERENCE_PLATFORM
 
 _REFERENCE = PlatformSpec.from_yaml(REFERENCE_PLATFORM)

@@ -29,8 +29,8 @@ from eks_inference.cli.main import app as cli
 from eks_inference.constructs import InferenceCluster
 from eks_inference.constructs.karpenter import KarpenterNodeProvisioning
 from eks_inference.names import NODE_POOL_LABEL
-from eks_inference.node_pools import NodePool
-from eks_inference.platform import PlatformSpec
+from eks_inference.spec.node_pools import NodePool
+from eks_inference.spec.platform import PlatformSpec
 from eks_inference.stacks import build_app
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
 from tests.stacks.deployed import MANIFEST_TYPE, deployed

@@ -1,10 +1,10 @@
 """Routes: where each exposed deployment is reached, resolved from the platform's endpoint.
 
 A :class:`Route` is to the endpoint chart and the CDK constructs what a
-:class:`~eks_inference.platform.Placement` is to the pod charts: the platform's decision,
+:class:`~eks_inference.spec.platform.Placement` is to the pod charts: the platform's decision,
 resolved once, typed and validated, so the Ingress, the server's API-key check and the stack's
 outputs all read the same values. :func:`check_routes` holds the rules that span
-deployments; :class:`~eks_inference.platform.PlatformSpec` runs it.
+deployments; :class:`~eks_inference.spec.platform.PlatformSpec` runs it.
 
 The idle timeout. An Application Load Balancer closes a connection on which nothing has been
 sent for its idle timeout, 60 s by default: a non-streaming completion, whose response is
@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from eks_inference import sizing
-from eks_inference.endpoints import Endpoint, Scheme
 from eks_inference.names import VPC_CIDR, ray_head_service_name, ray_serve_service_name
-from eks_inference.spec import ModelDeploymentSpec
-from eks_inference.validation import Problems
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.endpoints import Endpoint, Scheme
+from eks_inference.spec.validation import Problems
 
 # The idle timeout's bounds: at least 300 s for any deployment; at most the largest value an
 # ALB accepts for `idle_timeout.timeout_seconds`.

@@ -21,20 +21,22 @@ from pydantic import (
     model_validator,
 )
 
-from eks_inference import cloudformation_limits, sizing, spec_file, versions
+from eks_inference import sizing, versions
 from eks_inference.aws_types import AccountId, BucketName, Region
 from eks_inference.catalog import Accelerator
-from eks_inference.endpoints import Endpoint
 from eks_inference.names import MAX_ROLE_NAME_LENGTH, karpenter_node_role_name
-from eks_inference.node_pools import (
+from eks_inference.spec import cloudformation_limits
+from eks_inference.spec import files as spec_file
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.endpoints import Endpoint
+from eks_inference.spec.node_pools import (
     NodePool,
     NodeProvisioning,
     managed_node_group_problems,
     system_pool_of,
 )
-from eks_inference.routes import Route, check_routes, resolve_routes
-from eks_inference.spec import ModelDeploymentSpec
-from eks_inference.validation import Problems, Rule, rule_error, validate_with_rules
+from eks_inference.spec.routes import Route, check_routes, resolve_routes
+from eks_inference.spec.validation import Problems, Rule, rule_error, validate_with_rules
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class PlatformSpec(BaseModel):
     fills the Mountpoint mount options (pods then need no instance metadata to find it).
     ``account_id`` is used only to write the registry of images the CDK app builds (the Neuron
     Ray image) into ``k8s_manifests/``. ``endpoint`` is the load balancer that exposes the
-    deployments (:class:`~eks_inference.endpoints.Endpoint`); without it they are reachable only
+    deployments
+    (:class:`~eks_inference.spec.endpoints.Endpoint`); without it they are reachable only
     inside the cluster.
     """
 
@@ -88,9 +91,9 @@ class PlatformSpec(BaseModel):
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> PlatformSpec:
-        """Load a platform file, read within the bounds of :mod:`eks_inference.spec_file`.
+        """Load a platform file, read within the bounds of :mod:`eks_inference.spec.files`.
 
-        Raises :class:`~eks_inference.spec_file.SpecFileError` for a file that is not bounded,
+        Raises :class:`~eks_inference.spec.files.SpecFileError` for a file that is not bounded,
         duplicate-free YAML, ``ValidationError`` for a spec that breaks a rule, ``OSError``
         when the file cannot be read.
         """
@@ -293,7 +296,7 @@ def _check_cloudformation_limits(platform: PlatformSpec, problems: Problems) -> 
 
     Checked here so that ``plan`` and ``manifests`` refuse what synth or deploy would (CDK
     fails synth beyond 500 resources; CloudFormation refuses more outputs or a larger
-    template), see :mod:`eks_inference.cloudformation_limits`.
+    template), see :mod:`eks_inference.spec.cloudformation_limits`.
     """
     limits = cloudformation_limits
     use = limits.parent_stack_use(

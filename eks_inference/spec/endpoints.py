@@ -8,7 +8,8 @@ Two typed pieces, validated where they are written:
 * :class:`DeploymentEndpoint`, on each deployment (``ModelDeploymentSpec.endpoint``): whether it
   is exposed and, optionally, its own path or host.
 
-:mod:`eks_inference.routes` resolves the two into one :class:`~eks_inference.routes.Route` per
+:mod:`eks_inference.spec.routes` resolves the two into one
+:class:`~eks_inference.spec.routes.Route` per
 exposed deployment and holds the rules that span deployments (collisions, the idle timeout).
 
 Why an ALB IngressGroup rather than a Gateway API Gateway: the AWS Load Balancer Controller
@@ -34,7 +35,7 @@ from pydantic import (
 )
 
 from eks_inference.aws_types import CertificateArn
-from eks_inference.validation import Problems, Rule, rule_error, validate_with_rules
+from eks_inference.spec.validation import Problems, Rule, rule_error, validate_with_rules
 
 Scheme = Literal["internal", "internet-facing"]
 Routing = Literal["path", "host"]

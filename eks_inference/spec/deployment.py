@@ -2,7 +2,7 @@
 
 Every rule a deployment must satisfy lives here, or in the type of the field it concerns
 (bucket prefixes in :mod:`eks_inference.aws_types`, Neuron overrides in
-:mod:`eks_inference.neuron_overrides`). A spec that cannot work on its hardware fails with a
+:mod:`eks_inference.spec.neuron_overrides`). A spec that cannot work on its hardware fails with a
 :class:`pydantic.ValidationError` listing every problem at once, field errors and the rules
 across fields together, each under its field path and saying what would work.
 """
@@ -34,9 +34,9 @@ from eks_inference.catalog import (
     ModelArchitecture,
     by_size,
 )
-from eks_inference.endpoints import DeploymentEndpoint
-from eks_inference.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
-from eks_inference.validation import Problems, Rule, rule_error, validate_with_rules
+from eks_inference.spec.endpoints import DeploymentEndpoint
+from eks_inference.spec.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
+from eks_inference.spec.validation import Problems, Rule, rule_error, validate_with_rules
 
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 # A standalone vLLM Deployment rolls out one extra pod before removing an old one (maxSurge),

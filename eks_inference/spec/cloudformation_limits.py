@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from eks_inference.artifacts import artifact_prefix
 from eks_inference.catalog import Accelerator
-from eks_inference.endpoints import Endpoint
-from eks_inference.node_pools import NodePool, NodeProvisioning, system_pool_of
-from eks_inference.routes import Route
-from eks_inference.spec import ModelDeploymentSpec
+from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.endpoints import Endpoint
+from eks_inference.spec.node_pools import NodePool, NodeProvisioning, system_pool_of
+from eks_inference.spec.routes import Route
 
 # CloudFormation's quotas per stack ("Understand CloudFormation quotas" in the CloudFormation
 # User Guide; cfn-lint's limits agree). Templates are passed through S3 (CDK uploads each as

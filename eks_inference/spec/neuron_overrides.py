@@ -35,7 +35,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from eks_inference.validation import Problems
+from eks_inference.spec.validation import Problems
 
 # The dtypes NeuronConfig's to_torch_dtype accepts for its dtype options (fp8 needs the
 # quantization left out above).

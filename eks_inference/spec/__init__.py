@@ -1,0 +1,41 @@
+"""Layer 1: what to serve and on what, typed and validated before anything is built.
+
+- :mod:`~eks_inference.spec.deployment`: :class:`ModelDeploymentSpec`, one model on one
+  instance type, and the rules across its fields.
+- :mod:`~eks_inference.spec.platform`: :class:`PlatformSpec`, the cluster's node pools and
+  deployments together, and the rules across deployments.
+- :mod:`~eks_inference.spec.node_pools`, :mod:`~eks_inference.spec.endpoints`,
+  :mod:`~eks_inference.spec.routes`: node pools, load-balancer exposure and the routes derived
+  from them.
+- :mod:`~eks_inference.spec.validation`: how every problem is collected and reported at once.
+- :mod:`~eks_inference.spec.files`: reading a platform file safely.
+
+Nothing here imports cdk8s or aws-cdk-lib: the CLI and the manifest writer validate a
+platform without starting Node.js.
+"""
+
+from __future__ import annotations
+
+from eks_inference.spec.deployment import (
+    Limits,
+    ModelDeploymentSpec,
+    ModelRef,
+    NeuronOptions,
+    Scaling,
+    Weights,
+)
+from eks_inference.spec.node_pools import NodePool, Taint
+from eks_inference.spec.platform import Placement, PlatformSpec
+
+__all__ = [
+    "Limits",
+    "ModelDeploymentSpec",
+    "ModelRef",
+    "NeuronOptions",
+    "NodePool",
+    "Placement",
+    "PlatformSpec",
+    "Scaling",
+    "Taint",
+    "Weights",
+]
