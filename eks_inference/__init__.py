@@ -19,8 +19,8 @@ from eks_inference.spec.deployment import (
     ModelRef,
     NeuronOptions,
     Scaling,
-    Weights,
 )
+from eks_inference.spec.loading import Weights
 from eks_inference.spec.node_pools import NodePool, Taint
 from eks_inference.spec.platform import Placement, PlatformSpec
 
@@ -61,6 +61,9 @@ _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in nam
 
 # Before any module of the package can import a jsii library, which starts jsii's Node.js.
 use_pinned_node()
+# The built-in engines register themselves, so that a spec naming one validates however the
+# package was entered; they import no jsii library.
+import_module("eks_inference.charts.engines")
 
 
 def __getattr__(name: str) -> Any:

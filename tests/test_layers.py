@@ -1,10 +1,13 @@
 """The package's layers, checked from its imports: data flows one way, and nothing is circular.
 
-Spec and catalog (pure Python) -> charts (cdk8s) -> constructs (aws-cdk) -> stacks. A module
-may import its own layer or those below it, never one above; the CLI stands beside the
-constructs and never loads aws-cdk; and no two modules import each other, directly or
-through others. Imports are read from the source (type-checking imports included), so the
-check costs no import of the package.
+Spec, catalog and the facts beside them (pure Python) -> charts and observability (the
+objects and how they are watched; cdk8s only to wrap them in charts) -> constructs (aws-cdk)
+-> stacks. The operations (``ops``) and the CLI stand beside the constructs and never load
+aws-cdk. A module may import its own layer or those below it, never one above, type-checking
+imports included; and no two modules import each other at run time, directly or through
+others (a type-checking import is not a run-time import: an interface and the types it is
+written in may name each other). Imports are read from the source, so the check costs no
+import of the package.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "eks_inference"
-# Layer of each subpackage; modules at the top of the package are the spec layer.
-LAYERS = {"charts": 2, "constructs": 3, "stacks": 4, "cli": 3}
+# Layer of each subpackage; the spec package and the modules at the top of the package (the
+# catalog, sizing, names, versions, metric names, load budget) are the spec layer.
+LAYERS = {"charts": 2, "observability": 2, "constructs": 3, "ops": 3, "cli": 3, "stacks": 4}
 SPEC_LAYER = 1
 # The package's own __init__ re-exports every layer (the constructs lazily) for users.
 ENTRY_POINTS = {"eks_inference", "eks_inference.__main__"}
@@ -30,21 +34,43 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
-def _imports(module: str) -> set[str]:
-    """Project modules that ``module`` imports (``from pkg import submodule`` as the submodule)."""
+def _imported_names(node: ast.AST) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, ast.Import):
+        found.update(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        for alias in node.names:
+            submodule = f"{node.module}.{alias.name}"
+            found.add(submodule if submodule in MODULES else node.module)
+    return found
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    )
+
+
+def _imports(module: str, *, type_checking: bool = True) -> set[str]:
+    """Project modules that ``module`` imports (``from pkg import submodule`` as the submodule),
+    with or without those imported only for type checking."""
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    skipped: set[int] = set()
+    if not type_checking:
+        for node in ast.walk(tree):
+            if _is_type_checking_block(node):
+                skipped.update(id(inner) for inner in ast.walk(node))
     found: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                submodule = f"{node.module}.{alias.name}"
-                found.add(submodule if submodule in MODULES else node.module)
+        if id(node) not in skipped:
+            found |= _imported_names(node)
     return {name for name in found if name in MODULES and name != module}
 
 
 GRAPH = {module: _imports(module) for module in MODULES}
+RUN_TIME_GRAPH = {module: _imports(module, type_checking=False) for module in MODULES}
 
 
 def layer(module: str) -> int:
@@ -53,10 +79,13 @@ def layer(module: str) -> int:
 
 
 def test_the_graph_is_read() -> None:
-    assert "eks_inference.charts.pod" in GRAPH["eks_inference.charts.vllm"]
-    assert "eks_inference.constructs.cluster" in GRAPH["eks_inference.constructs.addons"]
-    assert layer("eks_inference.spec.deployment") < layer("eks_inference.charts.vllm")
-    assert layer("eks_inference.charts.vllm") < layer("eks_inference.constructs.addons")
+    vllm = "eks_inference.charts.engines.vllm"
+    assert "eks_inference.charts.pod" in GRAPH[vllm]
+    assert "eks_inference.charts.mountpoint" in GRAPH[vllm]
+    assert "eks_inference.charts.mountpoint" not in RUN_TIME_GRAPH[vllm]
+    assert "eks_inference.constructs.cluster" in GRAPH["eks_inference.constructs.model_deployment"]
+    assert layer("eks_inference.spec.deployment") < layer(vllm)
+    assert layer(vllm) < layer("eks_inference.constructs.cluster")
 
 
 @pytest.mark.parametrize("module", sorted(set(MODULES) - ENTRY_POINTS))
@@ -72,14 +101,14 @@ def test_the_cli_never_loads_aws_cdk(module: str) -> None:
 
 
 def test_no_import_cycles() -> None:
-    """Depth-first search for a back edge; the cycle found is reported whole."""
+    """Depth-first search for a back edge at run time; the cycle found is reported whole."""
     state: dict[str, str] = {}
     path: list[str] = []
 
     def visit(module: str) -> list[str] | None:
         state[module] = "open"
         path.append(module)
-        for imported in sorted(GRAPH[module]):
+        for imported in sorted(RUN_TIME_GRAPH[module]):
             if imported in ENTRY_POINTS or module in ENTRY_POINTS:
                 continue
             if state.get(imported) == "open":

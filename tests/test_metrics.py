@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from eks_inference import metrics, versions
+from eks_inference.charts.engines.rayservice import serve_replica_deployment
 from eks_inference.metrics import (
     KNOWN_SERIES,
     REMOVED_VLLM_METRICS,
@@ -19,7 +20,7 @@ from eks_inference.metrics import (
     require_known,
     unknown_metrics,
 )
-from eks_inference.signals import serve_replica_deployment, signals_of
+from eks_inference.observability.signals import signals_of
 from eks_inference.spec.platform import PlatformSpec
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,9 +2,9 @@
 
 The documentation (README.md and any page under docs/) is read as a user reads it: each
 ``from eks_inference import ...`` in its Python blocks, each ``eks_inference.<module>`` in its
-code (``python -m eks_inference.dashboards.picture``), and each construct whose call it shows
-(``LoadBalancerController(scope, id, *, cluster)``), since the README says to import the
-constructs from ``eks_inference``.
+code (``python -m eks_inference.observability.dashboards.picture``), and each construct whose
+call it shows (``LoadBalancerController(scope, id, *, cluster)``), since the README says to
+import the constructs from ``eks_inference``.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ DOCUMENTED = sorted(_documented_names())
 def test_the_documents_are_read() -> None:
     assert ("eks_inference", "ModelDeploymentSpec") in DOCUMENTED
     assert ("eks_inference", "InferenceCluster") in DOCUMENTED
-    assert ("eks_inference.dashboards.picture", "") in DOCUMENTED
+    assert ("eks_inference.observability.dashboards.picture", "") in DOCUMENTED
 
 
 @pytest.mark.parametrize(

@@ -16,10 +16,16 @@ from typing import Any
 from constructs import Construct
 
 from eks_inference import names
-from eks_inference.charts.common import DeploymentChart, api_object, metadata, object_labels
+from eks_inference.charts.chart import DeploymentChart
+from eks_inference.charts.common import (
+    api_object,
+    metadata,
+    object_labels,
+)
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.engines.base import serving_engine
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.signals import SCRAPE_INTERVAL_SECONDS, Signals, signals_of
+from eks_inference.observability.signals import SCRAPE_INTERVAL_SECONDS, Signals, signals_of
 from eks_inference.spec.deployment import ModelDeploymentSpec
 
 KEDA_API_VERSION = "keda.sh/v1alpha1"
@@ -99,10 +105,10 @@ class AutoscalingChart(DeploymentChart):
     """
 
     def __init__(self, scope: Construct, spec: ModelDeploymentSpec) -> None:
-        if spec.engine != "vllm" or not spec.scaling.autoscale:
+        if not serving_engine(spec).autoscaled_by_keda(spec):
             raise ValueError(
-                f"deployment {spec.name!r}: a ScaledObject is only rendered for engine: vllm "
-                "with scaling.autoscale: true"
+                f"deployment {spec.name!r}: a ScaledObject is only rendered for an engine "
+                "that KEDA scales (engine: vllm with scaling.autoscale: true)"
             )
         signals = signals_of(spec)
         scaled_object = api_object(

@@ -9,25 +9,23 @@ in larger strings, never parse, hash or compare them.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import cdk8s
 import yaml
-from constructs import Construct
 
 from eks_inference import artifacts
-from eks_inference.charts.contract import PlatformNeeds, SecretNeed
+from eks_inference.charts.contract import SecretNeed
 from eks_inference.names import API_KEY_SECRET, API_KEY_SECRET_KEY, INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.names import COMPONENT_LABEL as COMPONENT_LABEL
 from eks_inference.names import INSTANCE_LABEL as INSTANCE_LABEL
 from eks_inference.serve.api_key_auth import API_KEY_ENV as API_KEY_ENV
 from eks_inference.serve.api_key_auth import HEALTH_PATH as HEALTH_PATH
+from eks_inference.serve.api_key_auth import METRICS_PATH as METRICS_PATH
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.routes import Route
 
@@ -36,9 +34,10 @@ from eks_inference.spec.routes import Route
 OPENAI_PORT = 8000
 
 # API_KEY_ENV holds the platform's API key in model-server containers, from the Secret the
-# platform syncs (API_KEY_SECRET_NEED); it and HEALTH_PATH, the one path the key check leaves
-# open, are defined by the check itself (eks_inference/serve/api_key_auth.py), which runs in
-# the pods. vLLM reads the variable itself and the Serve applications are told its name, so
+# platform syncs (API_KEY_SECRET_NEED); it, HEALTH_PATH and METRICS_PATH, the paths the key
+# check leaves open (to probes and to Prometheus), are defined by the check itself
+# (eks_inference/serve/api_key_auth.py), which runs in the pods. vLLM reads the variable
+# itself and the Serve applications are told its name, so
 # the key never appears in a manifest, a process's arguments, a Serve config or the Ray
 # dashboard.
 API_KEY_SECRET_NEED = SecretNeed(
@@ -193,53 +192,6 @@ def check_object_size(obj: Mapping[str, Any]) -> None:
             f"{size:,} bytes, more than the {MAX_OBJECT_BYTES:,} bytes a Kubernetes object may "
             "hold; look for an oversized value in the deployment's spec"
         )
-
-
-class ObjectsChart(cdk8s.Chart):
-    """A cdk8s chart of plain Kubernetes objects and what they need from the platform.
-
-    The objects are JSON built in Python (:mod:`eks_inference.charts.pod` builds every pod)
-    and :meth:`to_json` returns them, so a chart costs one call into cdk8s (creating the
-    chart) rather than two or more per object. It is still a cdk8s chart: it lives in a
-    :class:`cdk8s.App`, is ordered after the charts it depends on (``add_dependency``) and can
-    be given to ``cluster.add_cdk8s_chart``, whose call to ``toJson`` reaches :meth:`to_json`.
-    ``needs`` is the chart's side of the contract with the platform
-    (:class:`~eks_inference.charts.contract.PlatformNeeds`); ``role`` names the chart.
-    """
-
-    def __init__(
-        self,
-        scope: Construct,
-        chart_id: str,
-        role: str,
-        objects: Sequence[dict[str, Any]],
-        needs: PlatformNeeds,
-    ) -> None:
-        for obj in objects:
-            check_object_size(obj)
-        super().__init__(scope, chart_id, disable_resource_name_hashes=True)
-        self.role = role
-        self.objects: tuple[dict[str, Any], ...] = tuple(objects)
-        self.needs = needs
-
-    def to_json(self) -> list[Any]:
-        """The chart's objects, as a deep copy: callers may change what they get."""
-        return copy.deepcopy(list(self.objects))
-
-
-class DeploymentChart(ObjectsChart):
-    """One chart of one deployment, with the id ``<deployment>-<role>`` (:func:`chart_id`)."""
-
-    def __init__(
-        self,
-        scope: Construct,
-        spec: ModelDeploymentSpec,
-        role: str,
-        objects: Sequence[dict[str, Any]],
-        needs: PlatformNeeds,
-    ) -> None:
-        super().__init__(scope, chart_id(spec.name, role), role, objects, needs)
-        self.deployment_name = spec.name
 
 
 def compiled_artifacts_path(spec: ModelDeploymentSpec) -> str:

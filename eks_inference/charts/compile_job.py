@@ -3,11 +3,12 @@
 The Neuron plugin for vLLM loads a precompiled model from ``NEURON_COMPILED_ARTIFACTS`` and,
 when it finds none it can load, compiles one (about 15 minutes for an 8B model) and saves it
 there. This Job makes that compile a separate, reviewed step: it runs the very vLLM server a
-serving pod runs (same image, same flags from :func:`~eks_inference.charts.engine.vllm_server_args`,
-same environment from :func:`~eks_inference.charts.vllm.server_environment`, same read-only
-weights volume) with ``NEURON_COMPILED_ARTIFACTS`` pointed at an empty local directory, so the
-artifacts it produces are the ones a server of the same spec would have compiled, and uploads
-them to the artifact key (:func:`~eks_inference.artifacts.artifact_prefix`) serving reads.
+serving pod runs (same image, same flags from
+:func:`~eks_inference.charts.vllm_server.vllm_server_args`, same environment from
+:func:`~eks_inference.charts.vllm_server.server_environment`, same read-only weights volume)
+with ``NEURON_COMPILED_ARTIFACTS`` pointed at an empty local directory, so the artifacts it
+produces are the ones a server of the same spec would have compiled, and uploads them to the
+artifact key (:func:`~eks_inference.artifacts.artifact_prefix`) serving reads.
 
 Why the compile goes to local disk first: Mountpoint for S3 supports neither renames nor random
 writes, both of which the compiler and ``torch.save`` rely on, and a compile that wrote
@@ -26,7 +27,8 @@ from constructs import Construct
 
 from eks_inference import names, sizing
 from eks_inference.artifacts import artifact_prefix, completion_marker_key
-from eks_inference.charts import engine, pod
+from eks_inference.charts import pod, vllm_server
+from eks_inference.charts.chart import DeploymentChart
 from eks_inference.charts.common import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
@@ -35,7 +37,6 @@ from eks_inference.charts.common import (
     MODEL_MOUNT_PATH,
     OPENAI_PORT,
     WEIGHTS_ROLE,
-    DeploymentChart,
     RenderContext,
     api_object,
     compile_job_name,
@@ -45,7 +46,7 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.mountpoint import MountpointVolume
-from eks_inference.charts.vllm import (
+from eks_inference.charts.vllm_server import (
     HOME_PATH,
     SHM_PATH,
     TMP_PATH,
@@ -318,7 +319,7 @@ def _pod(
         "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
         # "compile" is the script's $0; the vLLM arguments follow as "$@".
         "command": ["bash", "-c", COMPILE_SCRIPT, COMPILE_CONTAINER],
-        "args": engine.vllm_server_args(spec, bucket_name=context.bucket_name),
+        "args": vllm_server.vllm_server_args(spec, bucket_name=context.bucket_name),
         "env": pod.env(compile_env),
         "resources": pod.resources(
             {"cpu": share.cpu, "memory": share.memory, **pod.accelerator_resource(spec)},

@@ -61,25 +61,22 @@ Every annotation rendered here is one the pinned controller release documents
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from constructs import Construct
 
-from eks_inference.charts import rayservice, vllm
+from eks_inference.charts.chart import DeploymentChart, ObjectsChart
 from eks_inference.charts.common import (
     API_KEY_SECRET_NEED,
-    HEALTH_PATH,
     OPENAI_PORT,
     PART_OF,
-    DeploymentChart,
-    ObjectsChart,
     RenderContext,
     api_object,
     metadata,
     object_labels,
 )
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.engines.base import Backend, serving_engine
 from eks_inference.names import ALB_INGRESS_CLASS, COMPONENT_LABEL, INFERENCE_NAMESPACE
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.routes import Route
@@ -87,8 +84,6 @@ from eks_inference.spec.routes import Route
 ENDPOINT_ROLE = "endpoint"
 API_KEY_ROLE = "api-key"
 ALB_ANNOTATION_PREFIX = "alb.ingress.kubernetes.io/"
-# Ray Serve's HTTP proxy health route (Ray 2.60): 200 once the proxy can route to a replica.
-SERVE_PROXY_HEALTH_PATH = "/-/healthz"
 HEALTH_CHECK_INTERVAL_S = 10
 HEALTH_CHECK_TIMEOUT_S = 5
 HEALTHY_THRESHOLD = 2
@@ -109,26 +104,6 @@ SECRET_STORE = "aws-secrets-manager"
 # How often the operator re-reads the key: a rotated key reaches the Secret within the hour
 # (and the servers when their pods restart, since they read it into their environment).
 API_KEY_REFRESH_INTERVAL = "1h"
-
-
-@dataclass(frozen=True)
-class Backend:
-    """Where a deployment's load-balancer target group sends requests, and how it checks them."""
-
-    service: str
-    health_path: str
-    deregistration_delay_seconds: int
-
-
-def backend(spec: ModelDeploymentSpec) -> Backend:
-    """The Service, readiness route and termination grace of ``spec``'s serving pods."""
-    if spec.engine == "vllm":
-        return Backend(spec.name, HEALTH_PATH, vllm.TERMINATION_GRACE_S)
-    return Backend(
-        rayservice.serve_service_name(spec),
-        SERVE_PROXY_HEALTH_PATH,
-        rayservice.TERMINATION_GRACE_S,
-    )
 
 
 def _attributes(values: dict[str, Any]) -> str:
@@ -210,7 +185,7 @@ def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str,
     """
     if route.deployment != spec.name:
         raise ValueError(f"route of deployment {route.deployment!r} given for {spec.name!r}")
-    target = backend(spec)
+    target = serving_engine(spec).backend(spec)
     annotations = {**load_balancer_annotations(route, vpc_cidr), **target_annotations(target)}
     if route.path is not None:
         annotations[f"{ALB_ANNOTATION_PREFIX}transforms.{target.service}"] = json.dumps(

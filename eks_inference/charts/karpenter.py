@@ -36,7 +36,11 @@ import cdk8s
 from constructs import Construct
 
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator
-from eks_inference.charts.common import ObjectsChart, api_object, metadata
+from eks_inference.charts.chart import ObjectsChart
+from eks_inference.charts.common import (
+    api_object,
+    metadata,
+)
 from eks_inference.charts.compile_job import active_deadline_seconds
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.scheduling import (

@@ -1,11 +1,12 @@
 """What the metrics stack needs of each deployment: PodMonitors, alert rules and a dashboard.
 
-Monitors are built from the same names as the pods they scrape: the selector is the pods'
-instance and component labels (:func:`~eks_inference.charts.common.selector_labels`), the
-port is the named port the pod template declares (vLLM's ``http`` port serves ``/metrics``;
-every Ray node exports on KubeRay's ``metrics`` port), and every series gets the
-deployment's name as :data:`~eks_inference.signals.DEPLOYMENT_LABEL`. Rules and dashboards
-come from :func:`~eks_inference.signals.signals_of`, whose queries only name metrics the
+Monitors are built from the same names as the pods they scrape, as the deployment's engine
+gives them (:meth:`~eks_inference.charts.engines.base.ServingEngine.metrics_targets`): the
+selector is the pods' instance and component labels, the port is the named port the pod
+template declares (vLLM's ``http`` port serves ``/metrics``; every Ray node exports on
+KubeRay's ``metrics`` port), and every series gets the deployment's name as
+:data:`~eks_inference.observability.signals.DEPLOYMENT_LABEL`. Rules and dashboards come from
+:func:`~eks_inference.observability.signals.signals_of`, whose queries only name metrics the
 pinned components emit.
 
 Everything here is applied in the ``inference`` namespace, beside the pods: the Prometheus of
@@ -21,27 +22,22 @@ from typing import Any
 
 from constructs import Construct
 
-from eks_inference import dashboards, names
+from eks_inference import names
 from eks_inference.catalog import Accelerator
 from eks_inference.charts import pod
+from eks_inference.charts.chart import DeploymentChart, ObjectsChart
 from eks_inference.charts.common import (
+    METRICS_PATH,
     PART_OF,
-    DeploymentChart,
-    ObjectsChart,
     api_object,
     metadata,
     object_labels,
 )
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.rayservice import (
-    HEAD_COMPONENT,
-    RAY_METRICS_PORT_NAME,
-    WORKER_COMPONENT,
-)
-from eks_inference.charts.vllm import COMPONENT as VLLM_COMPONENT
-from eks_inference.charts.vllm import HTTP_PORT_NAME, METRICS_PATH
+from eks_inference.charts.engines.base import serving_engine
 from eks_inference.names import INFERENCE_NAMESPACE, MONITORING_NAMESPACE
-from eks_inference.signals import (
+from eks_inference.observability import dashboards
+from eks_inference.observability.signals import (
     ALERT_FOR_SECONDS,
     DEPLOYMENT_LABEL,
     SCRAPE_INTERVAL_SECONDS,
@@ -109,37 +105,19 @@ def pod_monitor(
 
 
 def _deployment_monitors(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
-    """The PodMonitors of ``spec``: its vLLM pods, or its Ray head and workers."""
+    """The PodMonitors of ``spec``: one per metrics target of its engine."""
     labels = object_labels(spec, ROLE)
     relabel = [_copy_pod_label(names.INSTANCE_LABEL, DEPLOYMENT_LABEL)]
-    if spec.engine == "vllm":
-        selector: dict[str, Any] = {
-            "matchLabels": {names.INSTANCE_LABEL: spec.name, names.COMPONENT_LABEL: VLLM_COMPONENT}
-        }
-        return [
-            pod_monitor(
-                f"{spec.name}-vllm", INFERENCE_NAMESPACE, labels, selector, HTTP_PORT_NAME, relabel
-            )
-        ]
-    ray_pods = {
-        "matchLabels": {names.INSTANCE_LABEL: spec.name},
-        "matchExpressions": [
-            {
-                "key": names.COMPONENT_LABEL,
-                "operator": "In",
-                "values": [HEAD_COMPONENT, WORKER_COMPONENT],
-            }
-        ],
-    }
     return [
         pod_monitor(
-            f"{spec.name}-ray",
+            f"{spec.name}-{target.name}",
             INFERENCE_NAMESPACE,
             labels,
-            ray_pods,
-            RAY_METRICS_PORT_NAME,
+            target.selector,
+            target.port,
             relabel,
         )
+        for target in serving_engine(spec).metrics_targets(spec)
     ]
 
 

@@ -16,8 +16,8 @@ from typing import Any
 from constructs import Construct
 
 from eks_inference.aws_types import key_prefix_problem
+from eks_inference.charts.chart import DeploymentChart
 from eks_inference.charts.common import (
-    DeploymentChart,
     api_object,
     chart_id,
     metadata,

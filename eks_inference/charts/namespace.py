@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from eks_inference.charts.common import PART_OF, ObjectsChart, api_object, metadata
+from eks_inference.charts.chart import ObjectsChart
+from eks_inference.charts.common import (
+    PART_OF,
+    api_object,
+    metadata,
+)
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.network_policy import namespace_default_deny
 from eks_inference.names import INFERENCE_NAMESPACE

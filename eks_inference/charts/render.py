@@ -40,14 +40,18 @@ from typing import Any
 
 import cdk8s
 
-from eks_inference.charts import (
+from eks_inference.charts.chart import ObjectsChart
+from eks_inference.charts.common import (
+    RenderContext,
+    dump_yaml,
+)
+from eks_inference.charts.deployment import (
     compile_job_charts,
     deployment_charts,
     endpoint_charts,
     needs_of,
     observability_charts,
 )
-from eks_inference.charts.common import ObjectsChart, RenderContext, dump_yaml
 from eks_inference.charts.endpoint import ApiKeyChart
 from eks_inference.charts.karpenter import karpenter_chart, rendered_platform_offers
 from eks_inference.charts.monitoring import ExportersChart, neuron_pools
@@ -98,11 +102,12 @@ def _all_charts(
     for spec in platform.deployments:
         placement = platform.placement(spec)
         route = routes.get(spec.name)
+        rendered = deployment_charts(app, spec, placement, context, route)
         charts[spec.name] = [
-            *deployment_charts(app, spec, placement, context, route),
-            *compile_job_charts(app, spec, placement, context),
-            *observability_charts(app, spec),
-            *endpoint_charts(app, spec, route),
+            *rendered.charts,
+            *compile_job_charts(app, rendered),
+            *observability_charts(app, rendered),
+            *endpoint_charts(app, rendered),
         ]
     # A pod no node of its pool can run would be Pending forever: refuse to render it.
     check_schedulable(

@@ -16,7 +16,7 @@ from eks_inference import sizing
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType, ModelArchitecture
 from eks_inference.catalog.spot_prices import SCARCE_SPOT_FAMILIES, SPOT_PRICES
 from eks_inference.cli.errors import BadInput
-from eks_inference.signals import Watch, signals_of
+from eks_inference.observability.signals import Watch, signals_of
 from eks_inference.spec.deployment import Limits, ModelDeploymentSpec
 from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.platform import PlatformSpec

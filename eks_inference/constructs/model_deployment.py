@@ -18,19 +18,18 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
 from eks_inference import names
-from eks_inference.charts import (
-    DeploymentChart,
-    MountedPrefix,
-    RenderContext,
-    ServiceAccountNeed,
+from eks_inference.charts.autoscaling import ROLE as AUTOSCALING_ROLE
+from eks_inference.charts.chart import DeploymentChart
+from eks_inference.charts.common import RenderContext
+from eks_inference.charts.contract import MountedPrefix, SecretNeed, ServiceAccountNeed
+from eks_inference.charts.deployment import (
     compile_job_charts,
     deployment_charts,
     endpoint_charts,
     needs_of,
     observability_charts,
 )
-from eks_inference.charts.autoscaling import ROLE as AUTOSCALING_ROLE
-from eks_inference.charts.contract import SecretNeed
+from eks_inference.charts.engines.base import serving_engine
 from eks_inference.constructs.addons import InferenceAddons
 from eks_inference.constructs.api_keys import ApiKeys
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
@@ -200,7 +199,7 @@ class ModelDeployment(Construct):
         self.region = _literal_region(self, region)
         self.neuron_ray_image: str | None = (
             NeuronRayImage.of(self).image_uri
-            if spec.on_neuron and spec.engine == "rayservice"
+            if serving_engine(spec).needs_neuron_ray_image(spec)
             else None
         )
         context = RenderContext(
@@ -213,10 +212,11 @@ class ModelDeployment(Construct):
             vpc_cidr=cluster.vpc_cidr,
         )
         app = cdk8s.App()
-        serving = deployment_charts(app, spec, placement, context, route)
-        compile_job = compile_job_charts(app, spec, placement, context)
-        observed = self._observability(spec, addons, observability_charts(app, spec))
-        exposed = endpoint_charts(app, spec, route)
+        rendered = deployment_charts(app, spec, placement, context, route)
+        serving = rendered.charts
+        compile_job = compile_job_charts(app, rendered)
+        observed = self._observability(spec, addons, observability_charts(app, rendered))
+        exposed = endpoint_charts(app, rendered)
         # After the volumes it mounts; serving pods wait for its completion marker. Monitors
         # and the autoscaler come after the pods they watch and the Deployment they scale, the
         # Ingress last, once there is a server to route to.

@@ -37,7 +37,7 @@ from eks_inference.constructs.addons import (
     pool_tolerations,
 )
 from eks_inference.constructs.cluster import InferenceCluster
-from eks_inference.signals import KSM_POD_LABELS, SCRAPE_INTERVAL_SECONDS, seconds
+from eks_inference.observability.signals import KSM_POD_LABELS, SCRAPE_INTERVAL_SECONDS, seconds
 from eks_inference.spec.node_pools import NodePool
 
 # The Prometheus Operator CRDs kube-prometheus-stack installs (its `crds` subchart).

@@ -22,8 +22,8 @@ from eks_inference.spec.deployment import (
     ModelRef,
     NeuronOptions,
     Scaling,
-    Weights,
 )
+from eks_inference.spec.loading import Weights
 from eks_inference.spec.node_pools import NodePool, Taint
 from eks_inference.spec.platform import Placement, PlatformSpec
 

@@ -35,15 +35,18 @@ from eks_inference.catalog import (
     by_size,
 )
 from eks_inference.spec.endpoints import DeploymentEndpoint
+from eks_inference.spec.engines import (
+    EngineName,
+    engine_of,
+    engine_rules,
+    supported_accelerator_problem,
+    supported_loader_problem,
+)
+from eks_inference.spec.loading import Weights
 from eks_inference.spec.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
 from eks_inference.spec.validation import Problems, Rule, rule_error, validate_with_rules
 
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
-# A standalone vLLM Deployment rolls out one extra pod before removing an old one (maxSurge),
-# so an update never lowers capacity; the node pool must have room for it.
-VLLM_ROLLOUT_SURGE = 1
-Engine = Literal["vllm", "rayservice"]
-Loader = Literal["mountpoint", "runai_streamer"]
 # Upper bounds of the spec's counts, far beyond any deployment this library sizes: an absurd
 # value (thousands of digits, a few zeros too many) fails as a field error instead of flowing
 # into sizing arithmetic and messages thousands of characters long.
@@ -176,20 +179,6 @@ class Scaling(BaseModel):
         return self
 
 
-class Weights(BaseModel):
-    """Where the weights are in the model bucket and how pods read them.
-
-    ``mountpoint`` mounts the prefix read-only through the Mountpoint for S3 CSI driver (any
-    engine); ``runai_streamer`` lets standalone vLLM on GPUs stream ``s3://`` directly, with
-    no volume at all, which starts fastest.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    prefix: KeyPrefix = Field(description="Key prefix in the model bucket, ending '/'.")
-    loader: Loader = "mountpoint"
-
-
 class NeuronOptions(BaseModel):
     """Inferentia2 options: where compiled artifacts live and the shapes compiled for."""
 
@@ -249,7 +238,7 @@ class ModelDeploymentSpec(BaseModel):
     )
     model: CatalogOrExplicitModel
     instance_type: AcceleratorInstanceType
-    engine: Engine = "rayservice"
+    engine: EngineName = "rayservice"
     tensor_parallel_size: PositiveInt = 1
     limits: Limits = Limits()
     scaling: Scaling = Scaling()
@@ -304,13 +293,13 @@ class ModelDeploymentSpec(BaseModel):
 
     @property
     def rollout_headroom_replicas(self) -> int:
-        """Replicas a rollout runs beside the current ones.
+        """Replicas a rollout runs beside the current ones, as the engine rolls out.
 
         A vLLM Deployment surges one pod before it removes an old one (no capacity is lost
         during an update); a RayService upgrade starts a new Ray cluster at ``min_replicas``
         workers and switches traffic only once it serves.
         """
-        return VLLM_ROLLOUT_SURGE if self.engine == "vllm" else max(self.scaling.min_replicas, 1)
+        return engine_of(self).rollout_headroom_replicas(self)
 
     @property
     def nodes_during_rollout(self) -> int:
@@ -339,39 +328,7 @@ class ModelDeploymentSpec(BaseModel):
     def _check_rules(
         cls, data: Any, handler: ModelWrapValidatorHandler[ModelDeploymentSpec]
     ) -> ModelDeploymentSpec:
-        return validate_with_rules(cls, data, handler, _RULES)
-
-
-def _check_scaling(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    scaling = spec.scaling
-    if spec.engine != "vllm":
-        return
-    if not scaling.autoscale and scaling.min_replicas != scaling.max_replicas:
-        problems.add(
-            ("scaling", "max_replicas"),
-            "a standalone vLLM Deployment without autoscaling runs a fixed number of "
-            f"replicas; set max_replicas = min_replicas ({scaling.min_replicas}), "
-            "autoscale: true to scale on queue depth with KEDA, or engine: rayservice",
-            scaling.max_replicas,
-        )
-    if scaling.autoscale and scaling.min_replicas < 1:
-        # The queue the autoscaler reads is the engines' own: with no replica there is no
-        # metric to wake it, and no proxy holds the first request while one starts.
-        problems.add(
-            ("scaling", "min_replicas"),
-            "a standalone vLLM Deployment does not scale to zero (its queue-depth metric "
-            "comes from its own replicas, and nothing holds a request while one loads); set "
-            "min_replicas >= 1, or use engine: rayservice, whose proxy on the Ray head holds "
-            "the first request while a replica starts",
-            scaling.min_replicas,
-        )
-    if scaling.autoscale and scaling.min_replicas == scaling.max_replicas:
-        problems.add(
-            ("scaling", "max_replicas"),
-            f"autoscale: true needs a range to scale in; set max_replicas above min_replicas "
-            f"({scaling.min_replicas}), or autoscale: false for a fixed size",
-            scaling.max_replicas,
-        )
+        return validate_with_rules(cls, data, handler, _rules_of)
 
 
 def _check_context_length(spec: ModelDeploymentSpec, problems: Problems) -> None:
@@ -469,18 +426,6 @@ def _check_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
     )
 
 
-def _check_loader(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    if spec.weights.loader == "runai_streamer" and (
-        spec.engine != "vllm" or spec.accelerator is not Accelerator.NVIDIA
-    ):
-        problems.add(
-            ("weights", "loader"),
-            "runai_streamer works only for engine: vllm on a GPU instance; use loader: "
-            "mountpoint here",
-            spec.weights.loader,
-        )
-
-
 def _check_gpu_only_limits(spec: ModelDeploymentSpec, problems: Problems) -> None:
     # On Neuron any other value would be silently ignored: the sizing and the engine use the
     # Neuron runtime's fixed share instead. The default itself is accepted, since a spec
@@ -575,10 +520,10 @@ def _rule(
 # field are part of its type, above, so a field error never hides them.
 _LIMITS_SIZED = "limits.max_model_len limits.max_num_seqs limits.gpu_memory_utilization"
 _RULES = (
-    _rule("engine scaling.min_replicas scaling.max_replicas scaling.autoscale", _check_scaling),
+    _rule("engine instance_type", supported_accelerator_problem),
     _rule("model limits.max_model_len", _check_context_length),
     _rule(f"model instance_type tensor_parallel_size {_LIMITS_SIZED}", _check_fit),
-    _rule("weights.loader engine instance_type", _check_loader),
+    _rule("weights.loader engine instance_type", supported_loader_problem),
     _rule("instance_type limits.gpu_memory_utilization", _check_gpu_only_limits),
     _rule("instance_type neuron", _check_neuron_only_on_inf2),
     _rule(
@@ -594,3 +539,8 @@ _RULES = (
         _check_poor_compile_architecture,
     ),
 )
+
+
+def _rules_of(spec: ModelDeploymentSpec) -> tuple[Rule[ModelDeploymentSpec], ...]:
+    """The rules every spec follows, then those of the engine it names."""
+    return (*_RULES, *engine_rules(spec))

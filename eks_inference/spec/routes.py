@@ -25,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from eks_inference import sizing
-from eks_inference.names import VPC_CIDR, ray_head_service_name, ray_serve_service_name
+from eks_inference.names import VPC_CIDR
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.endpoints import Endpoint, Scheme
+from eks_inference.spec.engines import engine_of
 from eks_inference.spec.validation import Problems
 
 # The idle timeout's bounds: at least 300 s for any deployment; at most the largest value an
@@ -204,15 +205,12 @@ def _paths_overlap(a: str | None, b: str | None) -> bool:
 
 
 def services(spec: ModelDeploymentSpec) -> tuple[str, ...]:
-    """The Services in the inference namespace that exist because of ``spec``.
-
-    Standalone vLLM's chart creates ``<name>``; for a RayService KubeRay creates
-    ``<name>-head-svc`` and ``<name>-serve-svc`` itself. Ingress backends and their rewrite
+    """The Services in the inference namespace that exist because of ``spec``, as its engine
+    says (standalone vLLM's chart creates ``<name>``; for a RayService KubeRay creates
+    ``<name>-head-svc`` and ``<name>-serve-svc`` itself). Ingress backends and their rewrite
     transforms (``transforms.<service>``) name these Services.
     """
-    if spec.engine == "vllm":
-        return (spec.name,)
-    return (ray_head_service_name(spec.name), ray_serve_service_name(spec.name))
+    return engine_of(spec).services(spec)
 
 
 def check_names(deployments: Sequence[ModelDeploymentSpec], problems: Problems) -> None:

@@ -153,9 +153,12 @@ def validate_with_rules(
     cls: type[ModelT],
     data: Any,
     handler: ModelWrapValidatorHandler[ModelT],
-    rules: Sequence[Rule[ModelT]],
+    rules: Sequence[Rule[ModelT]] | Callable[[ModelT], Sequence[Rule[ModelT]]],
 ) -> ModelT:
     """Validate ``data`` as ``cls`` (through ``handler``), then apply ``rules``.
+
+    ``rules`` may also be a function of the (possibly partial) model that returns them, for
+    rules that depend on a field's value, such as those of the engine a spec names.
 
     For use in a ``mode="wrap"`` model validator. A mapping with no field of ``cls`` is one
     error; unknown fields are explained as the module docstring says. When every field
@@ -181,7 +184,7 @@ def validate_with_rules(
         model, valid = _partial_model(cls, data, failed)
     else:
         valid = set(cls.model_fields)
-    for rule in rules:
+    for rule in rules(model) if callable(rules) else rules:
         if all(_validated(path, valid) for path in rule.reads):
             rule.check(model, problems)
     problems.raise_if_any()

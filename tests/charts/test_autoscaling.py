@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from eks_inference import names
 from eks_inference.charts.autoscaling import AutoscalingChart, scale_in_behavior
 from eks_inference.load_budget import model_load_seconds
-from eks_inference.signals import signals_of
+from eks_inference.observability.signals import signals_of
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import Rendered
@@ -71,7 +71,7 @@ def test_only_autoscaled_standalone_vllm_gets_a_scaled_object(rendered: Rendered
     for spec in AUTOSCALED.deployments:
         assert len(of_kind(objects[spec.name], "ScaledObject")) == 1
     ray = rendered.platform.deployments[0]
-    with pytest.raises(ValueError, match="only rendered for engine: vllm"):
+    with pytest.raises(ValueError, match="only rendered for an engine that KEDA scales"):
         AutoscalingChart(cdk8s.App(), ray)
 
 

@@ -30,7 +30,6 @@ from eks_inference.artifacts import (
     completion_marker_key,
     override_neuron_config,
 )
-from eks_inference.charts import compile_job_charts, deployment_charts
 from eks_inference.charts.common import (
     ARTIFACTS_GATE_CONTAINER,
     ARTIFACTS_MOUNT_PATH,
@@ -51,8 +50,9 @@ from eks_inference.charts.compile_job import (
     CompileJobChart,
     active_deadline_seconds,
 )
-from eks_inference.charts.engine import vllm_server_args
+from eks_inference.charts.deployment import compile_job_charts, deployment_charts
 from eks_inference.charts.render import default_context, render_files, render_platform
+from eks_inference.charts.vllm_server import vllm_server_args
 from eks_inference.serve.image import neuron_ray_build_args
 from eks_inference.sizing import pod_resources
 from eks_inference.spec.deployment import ModelDeploymentSpec
@@ -408,25 +408,21 @@ def test_containers_run_without_privileges_on_a_read_only_root(rendered: Rendere
             assert security["privileged"] is False
 
 
-def test_compile_job_charts_need_the_deployments_volumes(
+def test_compile_job_charts_follow_the_deployments_volumes_and_policies(
     reference_platform: PlatformSpec,
 ) -> None:
     spec = reference_platform.deployment("llama3-8b-inf2")
     placement = reference_platform.placement(spec)
-    with pytest.raises(ValueError, match="render deployment_charts"):
-        compile_job_charts(cdk8s.App(), spec, placement, CONTEXT)
     app = cdk8s.App()
-    volumes = deployment_charts(app, spec, placement, CONTEXT)[:-1]
-    (chart,) = compile_job_charts(app, spec, placement, CONTEXT)
+    rendered = deployment_charts(app, spec, placement, CONTEXT)
+    (chart,) = compile_job_charts(app, rendered)
     assert isinstance(chart, CompileJobChart)
-    assert set(chart.node.dependencies) == set(volumes)
+    assert set(chart.node.dependencies) == {rendered.policies, *rendered.volumes}
     for other in reference_platform.deployments:
         if not other.on_neuron:
             app = cdk8s.App()
-            deployment_charts(app, other, reference_platform.placement(other), CONTEXT)
-            assert (
-                compile_job_charts(app, other, reference_platform.placement(other), CONTEXT) == []
-            )
+            rendered = deployment_charts(app, other, reference_platform.placement(other), CONTEXT)
+            assert compile_job_charts(app, rendered) == []
 
 
 # -- the serving gate -------------------------------------------------------------------------

@@ -14,16 +14,10 @@ import pytest
 
 from eks_inference import names
 from eks_inference.artifacts import artifact_prefix
-from eks_inference.charts import (
-    DeploymentChart,
-    MountedPrefix,
-    PlatformNeeds,
-    ServiceAccountNeed,
-    compile_job_charts,
-    deployment_charts,
-    needs_of,
-)
-from eks_inference.charts.common import MAX_OBJECT_BYTES, ObjectsChart
+from eks_inference.charts.chart import DeploymentChart, ObjectsChart
+from eks_inference.charts.common import MAX_OBJECT_BYTES
+from eks_inference.charts.contract import MountedPrefix, PlatformNeeds, ServiceAccountNeed
+from eks_inference.charts.deployment import compile_job_charts, deployment_charts, needs_of
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT
@@ -37,10 +31,8 @@ def _charts(platform: PlatformSpec) -> list[tuple[ModelDeploymentSpec, Deploymen
     charts = []
     for spec in platform.deployments:
         placement = platform.placement(spec)
-        for chart in [
-            *deployment_charts(app, spec, placement, CONTEXT),
-            *compile_job_charts(app, spec, placement, CONTEXT),
-        ]:
+        rendered = deployment_charts(app, spec, placement, CONTEXT)
+        for chart in [*rendered.charts, *compile_job_charts(app, rendered)]:
             charts.append((spec, chart))
     return charts
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,15 +19,14 @@ import pytest
 import yaml
 
 from eks_inference import names
-from eks_inference.charts import deployment_charts, endpoint_charts, needs_of
 from eks_inference.charts.common import (
     API_KEY_ENV,
     API_KEY_SECRET_NEED,
     KEEP_ALIVE_MARGIN_S,
 )
+from eks_inference.charts.deployment import deployment_charts, endpoint_charts, needs_of
 from eks_inference.charts.endpoint import (
     ALB_ANNOTATION_PREFIX,
-    SERVE_PROXY_HEALTH_PATH,
     TLS_POLICY,
     ApiKeyChart,
     EndpointChart,
@@ -34,10 +34,14 @@ from eks_inference.charts.endpoint import (
     strip_prefix_transform,
 )
 from eks_inference.charts.endpoint import ingress as render_ingress
-from eks_inference.charts.rayservice import KEEP_ALIVE_ANNOTATION, serve_service_name
+from eks_inference.charts.engines.rayservice import (
+    KEEP_ALIVE_ANNOTATION,
+    SERVE_PROXY_HEALTH_PATH,
+    serve_service_name,
+)
+from eks_inference.charts.engines.vllm import TERMINATION_GRACE_S
 from eks_inference.charts.render import API_KEY_FILE, render_files, render_platform
 from eks_inference.charts.shipped import SHIPPED_PATH
-from eks_inference.charts.vllm import TERMINATION_GRACE_S
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.spec.routes import api_key_secret_name, idle_timeout_seconds
 from eks_inference.versions import KUBERNETES_VERSION
@@ -537,8 +541,9 @@ def test_needs_name_the_ingress_class_and_the_secret(reference_platform: Platfor
     for spec in reference_platform.deployments:
         route = reference_platform.route(spec)
         assert route is not None
-        serving = deployment_charts(app, spec, reference_platform.placement(spec), CONTEXT, route)
-        (endpoint,) = endpoint_charts(app, spec, route)
+        rendered = deployment_charts(app, spec, reference_platform.placement(spec), CONTEXT, route)
+        serving = rendered.charts
+        (endpoint,) = endpoint_charts(app, rendered)
         assert isinstance(endpoint, EndpointChart)
         assert endpoint.needs.ingress_classes == (names.ALB_INGRESS_CLASS,)
         assert endpoint.needs.namespaces == (names.INFERENCE_NAMESPACE,)
@@ -554,15 +559,25 @@ def test_needs_name_the_ingress_class_and_the_secret(reference_platform: Platfor
 
 def test_no_endpoint_chart_without_a_route(reference_platform: PlatformSpec) -> None:
     spec = reference_platform.deployments[0]
-    assert endpoint_charts(cdk8s.App(), spec, None) == []
+    app = cdk8s.App()
+    rendered = deployment_charts(app, spec, reference_platform.placement(spec), CONTEXT)
+    assert endpoint_charts(app, rendered) == []
 
 
-def test_the_ingress_needs_the_deployment_rendered_first(reference_platform: PlatformSpec) -> None:
-    """The Ingress takes the deployment's render context (its VPC range) from its charts."""
+def test_the_ingress_takes_the_render_context_of_the_deployment(
+    reference_platform: PlatformSpec,
+) -> None:
+    """The Ingress admits clients from the VPC range the deployment's policies were given."""
     spec = reference_platform.deployments[0]
     route = reference_platform.route(spec)
-    with pytest.raises(ValueError, match="render deployment_charts"):
-        endpoint_charts(cdk8s.App(), spec, route)
+    context = replace(CONTEXT, vpc_cidr="10.42.0.0/16")
+    app = cdk8s.App()
+    rendered = deployment_charts(app, spec, reference_platform.placement(spec), context, route)
+    (endpoint,) = endpoint_charts(app, rendered)
+    (ingress,) = of_kind(endpoint.to_json(), "Ingress")
+    assert ingress["metadata"]["annotations"][f"{ALB_ANNOTATION_PREFIX}inbound-cidrs"] == (
+        "10.42.0.0/16"
+    )
 
 
 def _secret_refs(value: Any) -> set[str]:
@@ -581,10 +596,8 @@ def test_each_charts_record_matches_what_it_renders(exposed: Rendered) -> None:
     platform = exposed.platform
     for spec in platform.deployments:
         route = platform.route(spec)
-        charts = [
-            *deployment_charts(app, spec, platform.placement(spec), CONTEXT, route),
-            *endpoint_charts(app, spec, route),
-        ]
+        rendered = deployment_charts(app, spec, platform.placement(spec), CONTEXT, route)
+        charts = [*rendered.charts, *endpoint_charts(app, rendered)]
         for chart in charts:
             objects = chart.to_json()
             assert {s.name for s in chart.needs.secrets} == _secret_refs(objects), chart.node.id

@@ -26,9 +26,9 @@ from referencing import Registry, Resource
 
 from eks_inference import names, versions
 from eks_inference.catalog import GIB, INSTANCE_TYPES
-from eks_inference.charts import compile_job_charts, deployment_charts, needs_of
 from eks_inference.charts.compile_job import active_deadline_seconds
 from eks_inference.charts.contract import PlatformNeeds, PodNeed
+from eks_inference.charts.deployment import compile_job_charts, deployment_charts, needs_of
 from eks_inference.charts.karpenter import (
     KARPENTER_CAPACITY_TYPES,
     KarpenterChart,
@@ -377,10 +377,8 @@ def _needs(platform: PlatformSpec) -> dict[str, PlatformNeeds]:
     needs = {}
     for spec in platform.deployments:
         placement = platform.placement(spec)
-        charts = [
-            *deployment_charts(app, spec, placement, CONTEXT),
-            *compile_job_charts(app, spec, placement, CONTEXT),
-        ]
+        rendered = deployment_charts(app, spec, placement, CONTEXT)
+        charts = [*rendered.charts, *compile_job_charts(app, rendered)]
         needs[spec.name] = needs_of(charts)
     return needs
 

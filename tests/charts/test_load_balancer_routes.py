@@ -30,12 +30,9 @@ from fastapi.responses import JSONResponse
 from ray import serve
 
 from eks_inference.charts.common import API_KEY_ENV, HEALTH_PATH, OPENAI_PORT
-from eks_inference.charts.endpoint import (
-    ALB_ANNOTATION_PREFIX,
-    SERVE_PROXY_HEALTH_PATH,
-    backend,
-    ingress,
-)
+from eks_inference.charts.endpoint import ALB_ANNOTATION_PREFIX, ingress
+from eks_inference.charts.engines.base import serving_engine
+from eks_inference.charts.engines.rayservice import SERVE_PROXY_HEALTH_PATH
 from eks_inference.serve.api_key_auth import VLLMAPIKeyMiddleware
 from eks_inference.serve.neuron_app import OpenAIServer, api_key_ingress
 from eks_inference.spec.deployment import ModelDeploymentSpec
@@ -64,6 +61,11 @@ class ServerRoute:
     def concrete_path(self) -> str:
         """The path with each ``{parameter}`` replaced by a value."""
         return re.sub(r"\{[^}]+\}", "x", self.path)
+
+
+def _service(spec: ModelDeploymentSpec) -> str:
+    """The Service the load balancer sends ``spec``'s requests to."""
+    return serving_engine(spec).backend(spec).service
 
 
 def route_table(name: str) -> tuple[ServerRoute, ...]:
@@ -386,7 +388,7 @@ def test_no_route_reaches_a_handler_without_the_key(
                 if answer.default_404:
                     continue
                 # Forwarded: only the deployment's own OpenAI API, to its own Service.
-                assert answer.service == backend(spec).service, (spec.name, path)
+                assert answer.service == _service(spec), (spec.name, path)
                 assert answer.path is not None
                 assert _is_api(answer.path), (spec.name, path)
                 assert server_route.method != "PROXY", (spec.name, path)
@@ -437,7 +439,7 @@ def test_every_api_route_is_reached_with_the_key(
                 continue
             path = f"{route.path or ''}{server_route.concrete_path()}"
             answer = load_balancer(rules, host, path)
-            assert answer.service == backend(spec).service, (spec.name, path)
+            assert answer.service == _service(spec), (spec.name, path)
             result = call(apps[spec.name], server_route, str(answer.path), KEY)
             if spec.engine == "rayservice" and spec.on_neuron:
                 assert result.status in (200, 400, 404), result.body  # the real handlers
@@ -448,7 +450,7 @@ def test_every_api_route_is_reached_with_the_key(
 def test_the_health_path_is_only_on_the_target_group(platform: PlatformSpec) -> None:
     rules = listener_rules(group_ingresses(platform))
     for spec, route in _routes(platform):
-        target = backend(spec)
+        target = serving_engine(spec).backend(spec)
         annotations = ingress(spec, route, CONTEXT.vpc_cidr)["metadata"]["annotations"]
         assert annotations[f"{ALB_ANNOTATION_PREFIX}healthcheck-path"] == target.health_path
         assert target.health_path in (HEALTH_PATH, SERVE_PROXY_HEALTH_PATH)
@@ -466,5 +468,5 @@ def test_other_paths_under_a_deployments_prefix_match_no_rule(platform: Platform
             request = f"{prefix}{path}" or "/"
             assert matching_rules(rules, host, request) == [], (spec.name, request)
         # The API itself does match, so the misses above are not for want of a rule.
-        assert load_balancer(rules, host, f"{prefix}/v1/models").service == backend(spec).service
+        assert load_balancer(rules, host, f"{prefix}/v1/models").service == _service(spec)
     assert load_balancer(rules, "unknown.example.org", "/nothing/v1/models").default_404

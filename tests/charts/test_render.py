@@ -15,13 +15,10 @@ import cdk8s
 import pytest
 import yaml
 
-from eks_inference.charts import (
-    DeploymentChart,
-    NamespaceChart,
-    deployment_charts,
-    output_dir,
-    render,
-)
+from eks_inference.charts import output_dir, render
+from eks_inference.charts.chart import DeploymentChart
+from eks_inference.charts.deployment import RenderedDeployment, deployment_charts
+from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.charts.output_dir import (
     MARKER,
     ForeignFilesError,
@@ -370,7 +367,7 @@ def test_failure_while_rendering_keeps_the_previous_output(
     before = _tree(out)
     rendered = []
 
-    def fail_on_second(*args: object, **kwargs: object) -> list[cdk8s.Chart]:
+    def fail_on_second(*args: object, **kwargs: object) -> RenderedDeployment:
         rendered.append(args)
         if len(rendered) == 2:
             raise RuntimeError("render failed")
@@ -415,7 +412,7 @@ def test_server_chart_depends_on_its_volumes(reference_platform: PlatformSpec) -
     app = cdk8s.App()
     NamespaceChart(app)
     for spec in reference_platform.deployments:
-        charts = deployment_charts(app, spec, reference_platform.placement(spec), CONTEXT)
+        charts = deployment_charts(app, spec, reference_platform.placement(spec), CONTEXT).charts
         assert all(isinstance(c, DeploymentChart) for c in charts)
         *volumes, server = charts
         dependencies = set(server.node.dependencies)

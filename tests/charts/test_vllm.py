@@ -10,7 +10,6 @@ from eks_inference.charts.common import (
     MODEL_MOUNT_PATH,
     SCRATCH_COMPILED_ARTIFACTS_PATH,
 )
-from eks_inference.charts.engine import REMOVED_VLLM_FLAGS, vllm_server_args
 from eks_inference.charts.shipped import (
     API_KEY_AUTH_MODULE,
     CODE_DIGEST_ANNOTATION,
@@ -19,6 +18,7 @@ from eks_inference.charts.shipped import (
     code_digest,
     module_source,
 )
+from eks_inference.charts.vllm_server import REMOVED_VLLM_FLAGS, vllm_server_args
 from eks_inference.load_budget import model_load_seconds
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.versions import NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE

@@ -15,7 +15,7 @@ from eks_inference.constructs.observability import (
     RETENTION_SIZE,
     STORAGE_CLASS,
 )
-from eks_inference.signals import KSM_POD_LABELS
+from eks_inference.observability.signals import KSM_POD_LABELS
 from eks_inference.spec.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
 

@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from eks_inference.dashboards import dashboard, expressions, uid
+from eks_inference.catalog import Accelerator
+from eks_inference.charts.engines.base import serving_engine
 from eks_inference.metrics import unknown_metrics
-from eks_inference.signals import DeploymentKind, kind_of, signals_of
+from eks_inference.observability.dashboards import dashboard, expressions, uid
+from eks_inference.observability.signals import signals_of
 from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.engines import ENGINES
 from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import REFERENCE_PLATFORM, VARIANT_DEPLOYMENTS, VARIANT_POOLS
 from tests.charts.observed import AUTOSCALED, PROMTOOL, PROMTOOL_MISSING, promtool_check_rules
@@ -39,7 +42,16 @@ REQUIRED_PANELS = {
 
 
 def test_every_kind_is_covered() -> None:
-    assert {kind_of(spec) for spec in SPECS} == set(DeploymentKind)
+    """Every registered engine on every accelerator it runs on has a dashboard under test."""
+    covered = {(spec.engine, spec.accelerator) for spec in SPECS}
+    assert covered == {
+        (engine.name, accelerator)
+        for engine in ENGINES
+        for accelerator in engine.accelerators
+        if accelerator is not Accelerator.NONE
+    }
+    kinds = {serving_engine(spec).kind(spec) for spec in SPECS}
+    assert len({kind.tag for kind in kinds}) == len(covered)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
@@ -101,7 +113,7 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
 
 
 def test_the_readme_picture_draws_every_panel(tmp_path: Path) -> None:
-    from eks_inference.dashboards.picture import render
+    from eks_inference.observability.dashboards.picture import render
 
     spec = PLATFORMS[0].deployment("qwen25-7b-g6e")
     out = tmp_path / "dashboard.png"

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from eks_inference.dashboards.picture import render
+from eks_inference.observability.dashboards.picture import render
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import REFERENCE_PLATFORM

@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from eks_inference.charts.rayservice import SERVE_APP_MODULES
+from eks_inference.charts.engines.rayservice import SERVE_APP_MODULES
 from eks_inference.charts.shipped import API_KEY_AUTH_MODULE, module_file
 from eks_inference.serve import neuron_app
 

@@ -2,9 +2,11 @@
 
 The alert rules and scrape objects (:mod:`eks_inference.charts.monitoring`), the KEDA
 autoscaler (:mod:`eks_inference.charts.autoscaling`), the Grafana dashboards
-(:mod:`eks_inference.dashboards`) and ``eks-inference plan`` all read :func:`signals_of`, so a
-threshold on a dashboard is the threshold an alert fires at and the plan prints. Every query
-only names metrics of :mod:`eks_inference.metrics` (checked when it is built).
+(:mod:`eks_inference.observability.dashboards`) and ``eks-inference plan`` all read
+:func:`signals_of`, so a threshold on a dashboard is the threshold an alert fires at and the
+plan prints. The metric names and the replica series are the engine's
+(:class:`~eks_inference.charts.engines.base.ServingEngine`); every query only names metrics
+of :mod:`eks_inference.metrics` (checked when it is built).
 
 Series are selected by :data:`DEPLOYMENT_LABEL`, which the deployment's PodMonitors copy from
 the pods' ``app.kubernetes.io/instance`` label; exporter series that carry a pod (DCGM) or a
@@ -16,9 +18,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 
 from eks_inference import load_budget, metrics, names
+from eks_inference.charts.engines.base import DeploymentKind, serving_engine
 from eks_inference.metrics import Metric, require_known
 from eks_inference.spec.deployment import ModelDeploymentSpec
 
@@ -41,46 +43,6 @@ KV_CACHE_SCALE_TARGET = 0.8
 KV_CACHE_ALERT = 0.9
 # Latency percentiles the dashboards show.
 PERCENTILES = (0.5, 0.95, 0.99)
-# Ray Serve LLM names the Serve deployment of an LLMConfig `LLMServer:<model id>` with `/`
-# written `--` and `.` written `_` (ray 2.60.0,
-# ray/llm/_internal/serve/core/server/builder.py: build_llm_deployment, _get_deployment_name).
-_RAY_LLM_DEPLOYMENT_PREFIX = "LLMServer:"
-
-
-class DeploymentKind(StrEnum):
-    """The four shapes a deployment takes: engine by accelerator; each has its dashboard."""
-
-    VLLM_GPU = "vllm-gpu"
-    VLLM_NEURON = "vllm-neuron"
-    RAYSERVICE_GPU = "rayservice-gpu"
-    RAYSERVICE_NEURON = "rayservice-neuron"
-
-    @property
-    def display_name(self) -> str:
-        """How a dashboard names the kind."""
-        return {
-            DeploymentKind.VLLM_GPU: "vLLM on GPU",
-            DeploymentKind.VLLM_NEURON: "vLLM on Inferentia2",
-            DeploymentKind.RAYSERVICE_GPU: "Ray Serve LLM on GPU",
-            DeploymentKind.RAYSERVICE_NEURON: "Ray Serve on Inferentia2",
-        }[self]
-
-
-_RAY_KINDS = frozenset({DeploymentKind.RAYSERVICE_GPU, DeploymentKind.RAYSERVICE_NEURON})
-
-
-def kind_of(spec: ModelDeploymentSpec) -> DeploymentKind:
-    """The kind of ``spec``: its engine and whether it runs on NeuronCores or GPUs."""
-    if spec.engine == "vllm":
-        return DeploymentKind.VLLM_NEURON if spec.on_neuron else DeploymentKind.VLLM_GPU
-    return DeploymentKind.RAYSERVICE_NEURON if spec.on_neuron else DeploymentKind.RAYSERVICE_GPU
-
-
-def serve_replica_deployment(spec: ModelDeploymentSpec) -> str:
-    """The Serve deployment whose replicas hold the model, in a RayService of ``spec``."""
-    if spec.on_neuron:
-        return names.NEURON_SERVER_DEPLOYMENT
-    return _RAY_LLM_DEPLOYMENT_PREFIX + spec.model.id.replace("/", "--").replace(".", "_")
 
 
 def ksm_label(label: str) -> str:
@@ -88,7 +50,8 @@ def ksm_label(label: str) -> str:
     return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
 
 
-def _matchers(**labels: str) -> str:
+def matchers(**labels: str) -> str:
+    """PromQL label matchers: ``{key="value", ...}``."""
     return "{" + ", ".join(f'{key}="{value}"' for key, value in labels.items()) + "}"
 
 
@@ -108,6 +71,7 @@ class Signals:
 
     deployment: str
     kind: DeploymentKind
+    accelerator_unit: str
     requests_running: str
     requests_waiting: str
     kv_cache_usage_max: str
@@ -137,6 +101,7 @@ class Signals:
     price_per_node_hour: float
     replicas_per_node: int
     autoscaled_by: str
+    queue_threshold: str
 
     def queries(self) -> dict[str, str]:
         """Every query, by a name, for checks that must see all of them."""
@@ -168,12 +133,7 @@ class Signals:
             Watch(
                 "requests waiting",
                 self.requests_waiting,
-                (
-                    f"alert above {self.queue_alert} and rising"
-                    if self.kind in _RAY_KINDS
-                    else f"> {self.queue_per_replica} per replica scales out; alert above "
-                    f"{self.queue_alert} and rising"
-                ),
+                self.queue_threshold,
                 self.autoscaled_by,
             ),
             Watch(
@@ -211,39 +171,6 @@ class Signals:
         )
 
 
-@dataclass(frozen=True)
-class _Vocabulary:
-    """The metrics a deployment kind is read through."""
-
-    running: Metric
-    waiting: tuple[Metric, ...]
-    kv_cache: Metric
-    ttft: Metric
-    itl: Metric
-    e2e: Metric
-    prompt_tokens: Metric
-    generation_tokens: Metric
-
-
-def _vocabulary(spec: ModelDeploymentSpec) -> _Vocabulary:
-    engine: tuple[Metric, ...] = (
-        metrics.VLLM_REQUESTS_RUNNING,
-        metrics.VLLM_REQUESTS_WAITING,
-        metrics.VLLM_KV_CACHE_USAGE,
-        metrics.VLLM_TIME_TO_FIRST_TOKEN,
-        metrics.VLLM_INTER_TOKEN_LATENCY,
-        metrics.VLLM_E2E_LATENCY,
-        metrics.VLLM_PROMPT_TOKENS,
-        metrics.VLLM_GENERATION_TOKENS,
-    )
-    if spec.engine == "rayservice":
-        engine = tuple(metrics.ray_exported(m) for m in engine)
-    running, waiting, kv, ttft, itl, e2e, prompt, generation = engine
-    # Behind Ray Serve, requests also queue in Serve's routers before reaching an engine.
-    queues = (waiting, metrics.SERVE_QUEUED) if spec.engine == "rayservice" else (waiting,)
-    return _Vocabulary(running, queues, kv, ttft, itl, e2e, prompt, generation)
-
-
 def signals_of(spec: ModelDeploymentSpec) -> Signals:
     """The queries and thresholds of ``spec``.
 
@@ -263,9 +190,10 @@ def signals_of(spec: ModelDeploymentSpec) -> Signals:
     - **Cost**: the catalog's on-demand price per node-hour (the plan's price), times the
       nodes the ready replicas occupy, over the generated tokens.
     """
-    vocabulary = _vocabulary(spec)
-    selector = _matchers(**{DEPLOYMENT_LABEL: spec.name})
-    ray = spec.engine == "rayservice"
+    engine = serving_engine(spec)
+    vocabulary = engine.metrics(spec)
+    labels = {DEPLOYMENT_LABEL: spec.name}
+    selector = matchers(**labels)
     pods = _deployment_pods(spec)
 
     def total(metric: Metric) -> str:
@@ -279,24 +207,8 @@ def signals_of(spec: ModelDeploymentSpec) -> Signals:
         return {q: f"histogram_quantile({q}, sum by (le) ({bucket}))" for q in PERCENTILES}
 
     waiting = " + ".join(f"({total(m)} or vector(0))" for m in vocabulary.waiting)
-    if ray:
-        serve = _matchers(
-            **{DEPLOYMENT_LABEL: spec.name, "deployment": serve_replica_deployment(spec)}
-        )
-        ready = f"sum({metrics.SERVE_REPLICAS_HEALTHY.one()}{serve})"
-        wanted = f"sum({metrics.SERVE_TARGET_REPLICAS.one()}{serve})"
-        loading = f"({wanted}) - ({ready} or vector(0))"
-    else:
-        deployment = _matchers(namespace=names.INFERENCE_NAMESPACE, deployment=spec.name)
-        ready = f"sum({metrics.KSM_DEPLOYMENT_AVAILABLE.one()}{deployment})"
-        wanted = f"sum({metrics.KSM_DEPLOYMENT_SPEC_REPLICAS.one()}{deployment})"
-        namespace = _matchers(namespace=names.INFERENCE_NAMESPACE)
-        not_ready = _matchers(namespace=names.INFERENCE_NAMESPACE, condition="false")
-        loading = (
-            f"count(({metrics.KSM_CONTAINER_RUNNING.one()}{namespace} == 1)"
-            f" and on(namespace, pod) ({metrics.KSM_POD_READY.one()}{not_ready} == 1)"
-            f" and on(namespace, pod) {pods})"
-        )
+    replicas = engine.replica_series(spec, labels, pods)
+    ready = replicas.ready
     generation = rate(vocabulary.generation_tokens)
     per_node = spec.replicas_per_node
     price = spec.instance.price_per_hour
@@ -306,7 +218,8 @@ def signals_of(spec: ModelDeploymentSpec) -> Signals:
     rollout = load_budget.rollout_seconds(spec)
     built = Signals(
         deployment=spec.name,
-        kind=kind_of(spec),
+        kind=engine.kind(spec),
+        accelerator_unit="NeuronCore" if spec.on_neuron else "GPU",
         requests_running=total(vocabulary.running),
         requests_waiting=waiting,
         kv_cache_usage_max=f"max({vocabulary.kv_cache.one()}{selector})",
@@ -314,11 +227,11 @@ def signals_of(spec: ModelDeploymentSpec) -> Signals:
         generation_tokens_per_second=generation,
         prompt_tokens_per_second=rate(vocabulary.prompt_tokens),
         replicas_ready=ready,
-        replicas_wanted=wanted,
+        replicas_wanted=replicas.wanted,
         accelerator_utilization=utilization,
         accelerator_memory=memory,
         cost_per_million_tokens=cost,
-        model_loading=loading,
+        model_loading=replicas.loading,
         time_to_first_token=quantiles(vocabulary.ttft),
         inter_token_latency=quantiles(vocabulary.itl),
         e2e_latency=quantiles(vocabulary.e2e),
@@ -328,35 +241,23 @@ def signals_of(spec: ModelDeploymentSpec) -> Signals:
         kv_cache_alert=KV_CACHE_ALERT,
         load_budget_seconds=load_budget.model_load_seconds(spec),
         rollout_budget_seconds=rollout,
-        # A vLLM pod is loading once its container runs; a Serve replica is wanted before its
-        # worker pod has a node, so it gets the whole rollout budget.
-        loading_alert_seconds=rollout if ray else load_budget.model_load_seconds(spec),
+        loading_alert_seconds=replicas.loading_alert_seconds,
         scale_in_window_seconds=rollout,
         min_replicas=spec.scaling.min_replicas,
         max_replicas=spec.scaling.max_replicas,
         price_per_node_hour=price,
         replicas_per_node=per_node,
-        autoscaled_by=_autoscaler(spec),
+        autoscaled_by=engine.autoscaler(spec),
+        queue_threshold=engine.queue_threshold(queue_per_replica, spec.limits.max_num_seqs),
     )
     for expr in built.queries().values():
         require_known(expr)
     return built
 
 
-def _autoscaler(spec: ModelDeploymentSpec) -> str:
-    if spec.engine == "rayservice":
-        return (
-            f"Ray Serve scales on {spec.target_ongoing_requests} ongoing requests per replica; "
-            "Ray's autoscaler adds the worker pod"
-        )
-    if spec.scaling.autoscale:
-        return "KEDA adds a replica per quarter batch waiting (and above 80 % KV cache)"
-    return "fixed size: set scaling.autoscale to let KEDA add replicas"
-
-
 def _deployment_pods(spec: ModelDeploymentSpec) -> str:
     """``kube_pod_labels`` of ``spec``'s pods, one series per pod (value 1), for joins."""
-    labels = _matchers(
+    labels = matchers(
         namespace=names.INFERENCE_NAMESPACE, **{ksm_label(names.INSTANCE_LABEL): spec.name}
     )
     return f"max by (namespace, pod) ({metrics.KSM_POD_LABELS.one()}{labels})"
@@ -375,12 +276,12 @@ def _accelerator(spec: ModelDeploymentSpec, pods: str) -> tuple[str, str]:
         used = f"{metrics.DCGM_FB_USED.one()} * on(namespace, pod) group_left() {pods}"
         free = f"{metrics.DCGM_FB_FREE.one()} * on(namespace, pod) group_left() {pods}"
         return f"avg({util}) / 100", f"sum({used}) / (sum({used}) + sum({free}))"
-    info = _matchers(namespace=names.INFERENCE_NAMESPACE)
+    info = matchers(namespace=names.INFERENCE_NAMESPACE)
     nodes = (
         f"max by (node) ({metrics.KSM_POD_INFO.one()}{info} * on(namespace, pod) "
         f"group_left() {pods})"
     )
-    device = _matchers(memory_location="neuron_device")
+    device = matchers(memory_location="neuron_device")
     hbm_bytes = spec.instance.cores * spec.instance.memory_per_core_bytes
     util = f"avg({metrics.NEURONCORE_UTILIZATION.one()} * on(node) group_left() {nodes})"
     memory = (

@@ -1,11 +1,12 @@
 """A picture of a deployment's dashboard, drawn offline from sample data (for the docs).
 
 The panels, their titles, units, thresholds and places on the grid are those of
-:func:`eks_inference.dashboards.dashboard`; only the values are made up: three hours of a
-simulated workload (a daily-shaped arrival rate with a burst) served by the deployment's
-replicas at its batch size. Run::
+:func:`eks_inference.observability.dashboards.dashboard`; only the values are made up: three
+hours of a simulated workload (a daily-shaped arrival rate with a burst) served by the
+deployment's replicas at its batch size. Run::
 
-    python -m eks_inference.dashboards.picture deployments.yaml qwen25-7b-g6e docs/dashboard.png
+    python -m eks_inference.observability.dashboards.picture deployments.yaml qwen25-7b-g6e \
+        docs/dashboard.png
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import Formatter, MaxNLocator
 from numpy.typing import ArrayLike
 
-from eks_inference.dashboards import Json, dashboard
+from eks_inference.observability.dashboards import Json, dashboard
 from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.engines import engine_of
 from eks_inference.spec.platform import PlatformSpec
 
 _MINUTES = 180
@@ -53,7 +55,7 @@ def _simulate(spec: ModelDeploymentSpec) -> dict[str, Samples]:
         capacity = batch * replicas[minute]
         run = min(demand, capacity)
         wait = max(0.0, demand - capacity)
-        scales = spec.engine == "rayservice" or spec.scaling.autoscale
+        scales = engine_of(spec).scales_at_run_time(spec)
         if (
             scales
             and minute + _LOAD_MINUTES < _MINUTES

@@ -1,35 +1,25 @@
-"""Engine settings rendered from a spec: vLLM flags, Ray Serve LLM configs, Neuron app args.
+"""The Serve config of a RayService: one OpenAI-compatible application, and its autoscaling.
 
-Pure functions, no cdk8s, so that what a model server is told can be read and tested on its
-own. The same spec always yields the same flags for standalone vLLM and the same engine
-arguments for Ray Serve, so the two engines serve a model identically.
+GPU deployments run Ray Serve LLM's ``build_openai_app`` with the same engine settings
+standalone vLLM gets (:mod:`eks_inference.charts.vllm_server`); Inferentia2 deployments run the
+project's Neuron application (:mod:`eks_inference.serve`), shipped to the pods. Pure functions,
+no cdk8s, read by :mod:`eks_inference.charts.engines.rayservice`.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from eks_inference.artifacts import override_neuron_config
 from eks_inference.charts.common import (
     API_KEY_ENV,
     MODEL_MOUNT_PATH,
-    OPENAI_PORT,
     keep_alive_seconds,
     requires_api_key,
 )
-from eks_inference.names import NEURON_SERVER_DEPLOYMENT as NEURON_SERVER_DEPLOYMENT
+from eks_inference.charts.vllm_server import neuron_additional_config
+from eks_inference.names import NEURON_SERVER_DEPLOYMENT
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.routes import Route
-
-# The OpenAI server's supported entry point (0.16 on Neuron, 0.29 on GPUs); the model is its
-# positional argument, since `--model` is deprecated there.
-VLLM_SERVE_COMMAND = ("vllm", "serve")
-# Flags vLLM removed; rendering them would stop the server at argument parsing.
-REMOVED_VLLM_FLAGS = frozenset({"--device", "--disable-log-requests"})
-# Run:ai streamer: 16 concurrent range reads saturate an S3 prefix's bandwidth on the
-# network of a g6e node without throttling.
-RUNAI_STREAMER_CONCURRENCY = 16
 
 # The Serve deployment inside eks_inference/serve/neuron_app.py, and its module: the Serve
 # config addresses the deployment by name, and the module is imported from PYTHONPATH.
@@ -44,70 +34,6 @@ RAY_LLM_APP_BUILDER = "build_ray_llm_app"
 # would only pay that again at the next burst.
 UPSCALE_DELAY_S = 30
 DOWNSCALE_DELAY_S = 600
-
-
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def neuron_additional_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
-    """The ``--additional-config`` payload of the Neuron plugin: ``override_neuron_config``."""
-    return {"override_neuron_config": override_neuron_config(spec)}
-
-
-def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str]:
-    """Arguments of ``vllm serve`` (:data:`VLLM_SERVE_COMMAND`) for ``spec``.
-
-    The first, positional, is the model: read from ``s3://<bucket>/<prefix>`` by the Run:ai
-    streamer, or from the Mountpoint volume at :data:`MODEL_MOUNT_PATH`; clients name it by its
-    Hugging Face id.
-
-    On Neuron the compiled graph fixes the batch (``max_num_seqs``) and the plugin forces the
-    KV block size to ``max_model_len`` when prefix caching is off, so prefix caching is
-    disabled explicitly, ``--block-size`` is left to the plugin (vLLM's parser accepts only
-    1-256), ``--num-gpu-blocks-override`` equals ``max_num_seqs`` (one block per sequence),
-    and buckets and overrides go in ``--additional-config``. There is no
-    ``--gpu-memory-utilization`` (the plugin sizes HBM itself) and never ``--quantization``.
-    """
-    limits = spec.limits
-    streamed = spec.weights.loader == "runai_streamer"
-    model = f"s3://{bucket_name}/{spec.weights.prefix}" if streamed else MODEL_MOUNT_PATH
-    args = [
-        model,
-        "--served-model-name",
-        spec.model.id,
-        "--tensor-parallel-size",
-        str(spec.tensor_parallel_size),
-        "--max-model-len",
-        str(limits.max_model_len),
-        "--max-num-seqs",
-        str(limits.max_num_seqs),
-        "--dtype",
-        spec.model.architecture.dtype,
-    ]
-    if spec.on_neuron:
-        args += [
-            "--no-enable-prefix-caching",
-            "--num-gpu-blocks-override",
-            str(limits.max_num_seqs),
-            "--additional-config",
-            _compact_json(neuron_additional_config(spec)),
-        ]
-    else:
-        args += [
-            "--block-size",
-            str(limits.block_size),
-            "--gpu-memory-utilization",
-            str(limits.gpu_memory_utilization),
-        ]
-    if streamed:
-        args += [
-            "--load-format",
-            "runai_streamer",
-            "--model-loader-extra-config",
-            _compact_json({"concurrency": RUNAI_STREAMER_CONCURRENCY}),
-        ]
-    return [*args, "--host", "0.0.0.0", "--port", str(OPENAI_PORT)]
 
 
 def max_ongoing_requests(spec: ModelDeploymentSpec) -> int:

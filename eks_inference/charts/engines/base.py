@@ -1,0 +1,198 @@
+"""The engine extension point: the one class an engine extends, and the records it returns.
+
+:class:`ServingEngine` adds to the spec layer's :class:`~eks_inference.spec.engines.Engine`
+(its rules, accelerators, loaders and Services) everything else that depends on the engine:
+the objects of its server chart, built with :mod:`eks_inference.charts.pod`; where the load
+balancer sends its requests (:class:`Backend`); which of its pods serve and which port
+Prometheus scrapes; the network flows of its own beyond those every deployment has; how it is
+observed (its metric vocabulary, replica series and dashboard kind); and whether it is
+autoscaled by KEDA. Every chart that differs by engine asks :func:`serving_engine`; none
+compares ``spec.engine``.
+
+Nothing here imports cdk8s: an engine builds plain Kubernetes JSON, which
+:func:`eks_inference.charts.deployment.deployment_charts` wraps in a chart.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.pod import Json
+from eks_inference.metrics import Metric
+from eks_inference.spec.engines import Engine, engine_of
+
+if TYPE_CHECKING:
+    from eks_inference.charts.common import RenderContext
+    from eks_inference.charts.mountpoint import MountpointVolume
+    from eks_inference.spec.deployment import ModelDeploymentSpec
+    from eks_inference.spec.platform import Placement
+    from eks_inference.spec.routes import Route
+
+
+@dataclass(frozen=True)
+class ChartObjects:
+    """The content of one chart: its Kubernetes objects and what they need from the platform."""
+
+    objects: tuple[Json, ...]
+    needs: PlatformNeeds
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where a deployment's load-balancer target group sends requests, and how it checks them.
+
+    ``service`` is the Service in the inference namespace serving the OpenAI API on port 8000,
+    ``health_path`` the path its pods answer 200 on once they serve (the target group's
+    health check), and ``deregistration_delay_seconds`` how long the load balancer drains a
+    target: the pods' termination grace, so a generation in flight is never cut off.
+    """
+
+    service: str
+    health_path: str
+    deregistration_delay_seconds: int
+
+
+@dataclass(frozen=True)
+class MetricsTarget:
+    """Pods Prometheus scrapes, by one PodMonitor named ``<deployment>-<name>``."""
+
+    name: str
+    selector: Json
+    port: str
+
+
+@dataclass(frozen=True)
+class EngineMetrics:
+    """The metrics a deployment is read through: its engine's names for each quantity."""
+
+    running: Metric
+    waiting: tuple[Metric, ...]
+    kv_cache: Metric
+    ttft: Metric
+    itl: Metric
+    e2e: Metric
+    prompt_tokens: Metric
+    generation_tokens: Metric
+
+
+@dataclass(frozen=True)
+class ReplicaSeries:
+    """PromQL for a deployment's replicas: ready, wanted, loading, and the loading alert.
+
+    ``loading_alert_seconds`` is how long a replica may load before an alert fires: from when
+    the series counts it as loading, so it covers what the engine's own series cover.
+    """
+
+    ready: str
+    wanted: str
+    loading: str
+    loading_alert_seconds: int
+
+
+@dataclass(frozen=True)
+class DeploymentKind:
+    """A deployment's engine on its accelerator: its dashboard's tag and title."""
+
+    tag: str
+    display_name: str
+
+
+class ServingEngine(Engine):
+    """An engine: everything about a deployment that depends on what serves it.
+
+    A subclass sets :attr:`name`, :attr:`summary` and :attr:`component`, implements the
+    abstract methods, overrides what differs from the defaults (Mountpoint volumes owned by
+    root, no flows of its own, no KEDA autoscaler, no image built by the CDK app), and is
+    registered once: ``ENGINES.register(MyEngine())`` (built-ins: in
+    :mod:`eks_inference.charts.engines`). ``docs/adding-an-engine.md`` walks through one.
+    """
+
+    #: Role of its server chart (``<deployment>-<component>``).
+    component: ClassVar[str]
+    #: (uid, gid) its pods read Mountpoint volumes as, when not root.
+    volume_owner: ClassVar[tuple[int, int] | None] = None
+
+    @abstractmethod
+    def server(
+        self,
+        spec: ModelDeploymentSpec,
+        placement: Placement,
+        context: RenderContext,
+        *,
+        weights: MountpointVolume | None,
+        artifacts: MountpointVolume | None,
+        route: Route | None,
+    ) -> ChartObjects:
+        """The objects of the model server of ``spec`` and what they need.
+
+        ``weights`` is the Mountpoint volume of the weights prefix (``None`` when the loader
+        needs none), ``artifacts`` that of the compiled Neuron artifacts, ``route`` where
+        the deployment is exposed on the load balancer (``None``: in-cluster only).
+        """
+
+    @abstractmethod
+    def backend(self, spec: ModelDeploymentSpec) -> Backend:
+        """Where the load balancer sends ``spec``'s requests."""
+
+    @abstractmethod
+    def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        """Component labels of the pods that serve the OpenAI port and expose metrics."""
+
+    @abstractmethod
+    def metrics_targets(self, spec: ModelDeploymentSpec) -> tuple[MetricsTarget, ...]:
+        """The pods and named port Prometheus scrapes."""
+
+    @abstractmethod
+    def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
+        """The deployment's kind: its dashboard's tag and title."""
+
+    @abstractmethod
+    def metrics(self, spec: ModelDeploymentSpec) -> EngineMetrics:
+        """The engine's names for the quantities every dashboard and alert reads."""
+
+    @abstractmethod
+    def replica_series(
+        self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
+    ) -> ReplicaSeries:
+        """PromQL for ready, wanted and loading replicas of ``spec``.
+
+        ``selector`` holds the label matchers of the deployment's series, ``pods`` an
+        expression with one series per pod of the deployment (``kube_pod_labels``), to join.
+        """
+
+    @abstractmethod
+    def autoscaler(self, spec: ModelDeploymentSpec) -> str:
+        """What scales ``spec`` and on what, in one sentence for the plan and dashboards."""
+
+    def queue_threshold(self, per_replica: int, alert: int) -> str:
+        """The queue thresholds the platform acts on, as the plan's watch list shows them."""
+        return f"> {per_replica} per replica scales out; alert above {alert} and rising"
+
+    def network_policies(
+        self, spec: ModelDeploymentSpec, labels: Mapping[str, str], servers: Json
+    ) -> list[Json]:
+        """NetworkPolicies of the engine's own flows (``servers`` selects its serving pods)."""
+        return []
+
+    def autoscaled_by_keda(self, spec: ModelDeploymentSpec) -> bool:
+        """Whether ``spec`` gets a KEDA ScaledObject on its queue depth and KV-cache use."""
+        return False
+
+    def needs_neuron_ray_image(self, spec: ModelDeploymentSpec) -> bool:
+        """Whether ``spec``'s pods run the Ray + Neuron image the CDK app builds."""
+        return False
+
+
+def serving_engine(spec: ModelDeploymentSpec) -> ServingEngine:
+    """The engine serving ``spec``, with everything it renders."""
+    engine = engine_of(spec)
+    if not isinstance(engine, ServingEngine):
+        raise TypeError(
+            f"engine {engine.name!r} is registered as a {type(engine).__qualname__}, which "
+            "renders nothing; engines extend eks_inference.charts.engines.base.ServingEngine"
+        )
+    return engine

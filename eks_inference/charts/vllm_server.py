@@ -1,0 +1,133 @@
+"""The vLLM OpenAI server as every engine and job that runs it is told to: flags, environment,
+writable directories.
+
+Standalone vLLM (:mod:`eks_inference.charts.engines.vllm`) serves with these, the Neuron
+compile job (:mod:`eks_inference.charts.compile_job`) compiles with the very same, and Ray
+Serve's engine arguments (:mod:`eks_inference.charts.engines.ray_serve_config`) follow them.
+Pure functions, no cdk8s, so that what a model server is told can be read and tested on its
+own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from eks_inference.artifacts import override_neuron_config
+from eks_inference.charts.common import (
+    OPENAI_PORT,
+    RenderContext,
+    compiled_artifacts_path,
+    memory_share_mib,
+)
+from eks_inference.charts.loading import loader_of
+from eks_inference.spec.deployment import ModelDeploymentSpec
+
+# The OpenAI server's supported entry point (0.16 on Neuron, 0.29 on GPUs); the model is its
+# positional argument, since `--model` is deprecated there.
+VLLM_SERVE_COMMAND = ("vllm", "serve")
+# Flags vLLM removed; rendering them would stop the server at argument parsing.
+REMOVED_VLLM_FLAGS = frozenset({"--device", "--disable-log-requests"})
+# Writable directories on a read-only root filesystem: HOME (and with it every cache vLLM,
+# Hugging Face, Triton, FlashInfer and torch keep under ~/.cache) and /tmp (torch inductor,
+# Neuron compiler work directories). Bounded so that a runaway cache is evicted rather than
+# filling the node's disk, which three pods of an inf2.48xlarge share.
+HOME_PATH = "/home/vllm"
+TMP_PATH = "/tmp"
+SHM_PATH = "/dev/shm"
+HOME_MIB = 16 * 1024
+TMP_MIB = 16 * 1024
+# /dev/shm: a quarter of the pod's memory, at most 16 GiB. vLLM's engine processes exchange
+# inputs through shared memory and NCCL uses it between tensor-parallel ranks; the container
+# runtime's default of 64 MiB makes both fail.
+_SHM_FRACTION = 0.25
+_SHM_CAP_MIB = 16 * 1024
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def neuron_additional_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
+    """The ``--additional-config`` payload of the Neuron plugin: ``override_neuron_config``."""
+    return {"override_neuron_config": override_neuron_config(spec)}
+
+
+def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str]:
+    """Arguments of ``vllm serve`` (:data:`VLLM_SERVE_COMMAND`) for ``spec``.
+
+    The first, positional, is the model as the weights loader gives it
+    (:func:`~eks_inference.charts.loading.loader_of`): read from ``s3://<bucket>/<prefix>`` by
+    the Run:ai streamer, or from the Mountpoint volume at ``/mnt/model``; clients name it by
+    its Hugging Face id. The loader's own flags follow the engine's.
+
+    On Neuron the compiled graph fixes the batch (``max_num_seqs``) and the plugin forces the
+    KV block size to ``max_model_len`` when prefix caching is off, so prefix caching is
+    disabled explicitly, ``--block-size`` is left to the plugin (vLLM's parser accepts only
+    1-256), ``--num-gpu-blocks-override`` equals ``max_num_seqs`` (one block per sequence),
+    and buckets and overrides go in ``--additional-config``. There is no
+    ``--gpu-memory-utilization`` (the plugin sizes HBM itself) and never ``--quantization``.
+    """
+    limits = spec.limits
+    loader = loader_of(spec)
+    args = [
+        loader.model(spec, bucket_name=bucket_name),
+        "--served-model-name",
+        spec.model.id,
+        "--tensor-parallel-size",
+        str(spec.tensor_parallel_size),
+        "--max-model-len",
+        str(limits.max_model_len),
+        "--max-num-seqs",
+        str(limits.max_num_seqs),
+        "--dtype",
+        spec.model.architecture.dtype,
+    ]
+    if spec.on_neuron:
+        args += [
+            "--no-enable-prefix-caching",
+            "--num-gpu-blocks-override",
+            str(limits.max_num_seqs),
+            "--additional-config",
+            _compact_json(neuron_additional_config(spec)),
+        ]
+    else:
+        args += [
+            "--block-size",
+            str(limits.block_size),
+            "--gpu-memory-utilization",
+            str(limits.gpu_memory_utilization),
+        ]
+    return [*args, *loader.server_args(spec), "--host", "0.0.0.0", "--port", str(OPENAI_PORT)]
+
+
+def shared_memory_mib(memory_mib: int) -> int:
+    """Size of the memory-backed ``/dev/shm`` of a vLLM container with ``memory_mib``."""
+    return memory_share_mib(memory_mib, _SHM_FRACTION, _SHM_CAP_MIB)
+
+
+def server_environment(spec: ModelDeploymentSpec, context: RenderContext) -> dict[str, str]:
+    """Environment of a vLLM OpenAI server container of ``spec``.
+
+    Caches go under the writable HOME; the Hugging Face Hub is never contacted (weights come
+    from the model bucket only); the weights loader adds what it needs (the Run:ai streamer's
+    S3 client gets the region explicitly). On Neuron the runtime gets TP cores, the plugin the
+    compiled-artifacts path and the compiler a cache on the writable HOME (its default,
+    /var/tmp, is on the read-only root). The Neuron compile job runs the same server with
+    this environment, pointing only ``NEURON_COMPILED_ARTIFACTS`` elsewhere.
+    """
+    env = {
+        "HOME": HOME_PATH,
+        "XDG_CACHE_HOME": f"{HOME_PATH}/.cache",
+        "HF_HOME": f"{HOME_PATH}/.cache/huggingface",
+        "VLLM_CACHE_ROOT": f"{HOME_PATH}/.cache/vllm",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+    env.update(loader_of(spec).environment(spec, region=context.region))
+    if spec.on_neuron:
+        env["NEURON_RT_NUM_CORES"] = str(spec.tensor_parallel_size)
+        env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)
+        env["NEURON_COMPILE_CACHE_URL"] = f"{HOME_PATH}/.cache/neuron-compile-cache"
+    return env

@@ -1,0 +1,242 @@
+"""The engine extension point as the spec layer sees it: one registry, one base class.
+
+An engine is what serves a deployment's model (``engine: vllm``, ``engine: rayservice``). Each
+is one class, written once, in one module of :mod:`eks_inference.charts.engines`: it says which
+``engine`` value it answers to and everything about a deployment that depends on it. This
+module holds the part of that class the spec layer reads (the engine's own rules, the
+accelerators and loaders it runs with, the Services it creates, the replicas a rollout adds),
+so that a spec validates without rendering anything; the charts layer's
+:class:`~eks_inference.charts.engines.base.ServingEngine` adds what the engine renders and
+how it is observed.
+
+:data:`ENGINES` is the one registry, and :func:`engine_of` the one place that dispatches on
+``spec.engine``: no other code compares the value. The built-in engines are registered when
+the package is imported; another engine is registered with ``ENGINES.register(MyEngine())``
+before the specs naming it are validated (see ``docs/adding-an-engine.md``).
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, ClassVar
+
+from pydantic import AfterValidator, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+from eks_inference.catalog import Accelerator
+from eks_inference.spec.validation import Problems, Rule, rule_error
+
+if TYPE_CHECKING:
+    from eks_inference.spec.deployment import ModelDeploymentSpec
+
+# An engine's name is the ``engine`` value of a spec and a Kubernetes label value.
+_ENGINE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,29}$")
+# Weights from the model bucket through the Mountpoint for S3 CSI driver: every engine can
+# read a mounted directory, so it is what an engine supports unless it says otherwise.
+MOUNTPOINT = "mountpoint"
+
+
+class Engine(ABC):
+    """What an engine decides about a deployment before anything is rendered.
+
+    Subclasses set :attr:`name` and :attr:`summary`, and override what differs from the
+    defaults: an engine runs on every accelerator, reads weights through Mountpoint only, has
+    no rules of its own and rolls out one extra replica at a time. The charts layer's
+    :class:`~eks_inference.charts.engines.base.ServingEngine` is the class engines extend.
+    """
+
+    #: The ``engine`` value of the specs this engine serves.
+    name: ClassVar[str]
+    #: What the engine runs, in a few words: ``"a standalone vLLM Deployment"``.
+    summary: ClassVar[str]
+    #: The accelerators it serves on.
+    accelerators: ClassVar[frozenset[Accelerator]] = frozenset(
+        {Accelerator.NEURON, Accelerator.NVIDIA}
+    )
+
+    def loaders(self, accelerator: Accelerator) -> frozenset[str]:
+        """The ``weights.loader`` values it reads weights with on ``accelerator``."""
+        return frozenset({MOUNTPOINT})
+
+    def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
+        """Its own rules across the spec's fields, each with the fields it reads.
+
+        They run only on specs naming this engine, after the rules every spec follows, and
+        only when every field they read validated (``engine`` is added to each rule's reads).
+        """
+        return ()
+
+    @abstractmethod
+    def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        """The Services in the inference namespace that exist because of ``spec``.
+
+        Two deployments whose Services share a name are refused, whoever creates the Services
+        (the charts, or an operator such as KubeRay).
+        """
+
+    def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
+        """Replicas a rollout runs beside the current ones; the node pool must hold them."""
+        return 1
+
+    def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
+        """Whether something changes the replica count between the scaling bounds."""
+        return spec.scaling.min_replicas != spec.scaling.max_replicas
+
+
+class EngineRegistry:
+    """The engines a spec may name, by name.
+
+    Registering a second engine under a taken name is refused, so an engine can never
+    silently replace another; names follow the ``engine`` field's pattern (a Kubernetes label
+    value, at most 30 characters).
+    """
+
+    def __init__(self, engines: tuple[Engine, ...] = ()) -> None:
+        self._engines: dict[str, Engine] = {}
+        for engine in engines:
+            self.register(engine)
+
+    def register(self, engine: Engine) -> None:
+        """Add ``engine``, answering to ``engine.name``."""
+        if not _ENGINE_NAME.fullmatch(engine.name):
+            raise ValueError(
+                f"engine name {engine.name!r} must be 1-30 lowercase letters, digits, '-' or "
+                "'_', starting with a letter"
+            )
+        taken = self._engines.get(engine.name)
+        if taken is not None and taken is not engine:
+            raise ValueError(
+                f"engine {engine.name!r} is already registered ({type(taken).__qualname__}); "
+                "choose another name"
+            )
+        self._engines[engine.name] = engine
+
+    def names(self) -> tuple[str, ...]:
+        """Every registered name, in registration order (the built-ins first)."""
+        return tuple(self._engines)
+
+    def get(self, name: str) -> Engine | None:
+        """The engine registered as ``name``, if any."""
+        return self._engines.get(name)
+
+    def copy(self) -> EngineRegistry:
+        """A registry holding the same engines, to extend without changing this one."""
+        return EngineRegistry(tuple(self._engines.values()))
+
+    def __iter__(self) -> Iterator[Engine]:
+        return iter(tuple(self._engines.values()))
+
+
+#: The one registry of engines.
+ENGINES = EngineRegistry()
+
+
+def engine_of(spec: ModelDeploymentSpec) -> Engine:
+    """The engine serving ``spec``: the one place that dispatches on ``spec.engine``."""
+    engine = ENGINES.get(spec.engine)
+    if engine is None:
+        raise ValueError(
+            f"deployment {spec.name!r}: engine {spec.engine!r} is not registered; "
+            f"registered: {', '.join(ENGINES.names())}"
+        )
+    return engine
+
+
+def _registered(name: str) -> str:
+    if ENGINES.get(name) is None:
+        raise rule_error(
+            f"unknown engine {name!r}; use one of {', '.join(ENGINES.names())}"
+            " (or register an engine of that name)"
+        )
+    return name
+
+
+class _RegisteredNames:
+    """The JSON schema of an engine name: an enum of the engines registered when it is made."""
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"enum": list(ENGINES.names()), "type": "string"}
+
+
+EngineName = Annotated[str, AfterValidator(_registered), _RegisteredNames()]
+"""The name of a registered engine (see :data:`ENGINES`)."""
+
+
+def engine_rules(spec: ModelDeploymentSpec) -> tuple[Rule[ModelDeploymentSpec], ...]:
+    """The rules of the engine ``spec`` names, each reading ``engine`` too; none if unknown.
+
+    ``spec`` may be a partial model whose ``engine`` failed validation and is then unset.
+    """
+    name = getattr(spec, "engine", None)
+    engine = ENGINES.get(name) if isinstance(name, str) else None
+    if engine is None:
+        return ()
+    return tuple(Rule(rule.reads | {"engine"}, rule.check) for rule in engine.rules())
+
+
+def supported_loader_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """The weights loader must be one the engine reads weights with on the instance's
+    accelerator; the fix names the engines and accelerators that do support it."""
+    loader = spec.weights.loader
+    engine = engine_of(spec)
+    if loader in engine.loaders(spec.accelerator):
+        return
+    supporting = [
+        (other.name, accelerator)
+        for other in ENGINES
+        for accelerator in sorted(other.accelerators)
+        if loader in other.loaders(accelerator)
+    ]
+    where = (
+        f"works only for {_engines_on(supporting)}"
+        if supporting
+        else "is supported by no registered engine"
+    )
+    usable = sorted(engine.loaders(spec.accelerator))
+    problems.add(
+        ("weights", "loader"),
+        f"{loader} {where}; use loader: {' or '.join(usable)} here",
+        loader,
+    )
+
+
+def _engines_on(pairs: list[tuple[str, Accelerator]]) -> str:
+    """``engine: vllm on a GPU instance``, for the (engine, accelerator) pairs given."""
+    by_engine: dict[str, list[Accelerator]] = {}
+    for name, accelerator in pairs:
+        by_engine.setdefault(name, []).append(accelerator)
+    phrases = []
+    for name, accelerators in by_engine.items():
+        if set(accelerators) >= {Accelerator.NEURON, Accelerator.NVIDIA}:
+            phrases.append(f"engine: {name}")
+        else:
+            on = " or ".join(_INSTANCE_KIND[a] for a in accelerators)
+            phrases.append(f"engine: {name} on {on}")
+    return ", ".join(phrases)
+
+
+_INSTANCE_KIND: dict[Accelerator, str] = {
+    Accelerator.NVIDIA: "a GPU instance",
+    Accelerator.NEURON: "an Inferentia2 instance",
+    Accelerator.NONE: "a CPU instance",
+}
+
+
+def supported_accelerator_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """The engine must run on the instance type's accelerator."""
+    engine = engine_of(spec)
+    if spec.accelerator in engine.accelerators:
+        return
+    kinds = " or ".join(_INSTANCE_KIND[a] for a in sorted(engine.accelerators))
+    others = [e.name for e in ENGINES if spec.accelerator in e.accelerators]
+    problems.add(
+        ("engine",),
+        f"engine {engine.name} ({engine.summary}) runs only on {kinds}, not "
+        f"{spec.instance_type}; use another instance type, or engine: {' or '.join(others)}",
+        spec.engine,
+    )
