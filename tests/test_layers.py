@@ -13,6 +13,8 @@ import of the package.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,49 @@ def test_no_import_cycles() -> None:
     for module in sorted(MODULES):
         if module not in state and (cycle := visit(module)):
             pytest.fail("import cycle: " + " -> ".join(cycle))
+
+
+def _comparisons_of(attribute: str, module: str) -> list[int]:
+    """Lines of ``module`` comparing an ``.<attribute>`` (or a name ``attribute``) with ==, !=,
+    in or not in."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(
+            isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops
+        ):
+            for side in (node.left, *node.comparators):
+                name = side.attr if isinstance(side, ast.Attribute) else getattr(side, "id", None)
+                if name == attribute:
+                    lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_registry_dispatches_on_the_engine() -> None:
+    """No module compares ``spec.engine``: each asks the engine it names (``engine_of``)."""
+    found = {
+        module: lines
+        for module in MODULES
+        if module != "eks_inference.spec.engines" and (lines := _comparisons_of("engine", module))
+    }
+    assert not found, found
+
+
+def test_importing_the_package_and_validating_a_spec_starts_no_node() -> None:
+    """The engines register when the package is imported, without loading a jsii library:
+    the CLI and the spec layer never start Node.js."""
+    code = (
+        "import sys\n"
+        "import eks_inference\n"
+        "from eks_inference.spec.platform import PlatformSpec\n"
+        "from eks_inference.observability.signals import signals_of\n"
+        f"platform = PlatformSpec.from_yaml({str(PACKAGE.parent / 'deployments.yaml')!r})\n"
+        "for spec in platform.deployments:\n"
+        "    signals_of(spec)\n"
+        "jsii = {'jsii', 'cdk8s', 'constructs', 'aws_cdk'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in jsii))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]", result.stderr
