@@ -62,9 +62,10 @@ KEEP_ALIVE_ANNOTATION = "eks-inference.io/http-keep-alive-seconds"
 # Ray target for as long (eks_inference.charts.endpoint). Ray Serve drains a node's proxy
 # before the autoscaler removes its pod, so requests have left it by then.
 TERMINATION_GRACE_S = 30
-# The project's modules the Serve application imports, on PYTHONPATH in head and workers, so
-# Serve imports them wherever it builds or runs the application (eks_inference.charts.shipped).
-SERVE_APP_MODULES = (engine.NEURON_APP_MODULE, shipped.API_KEY_AUTH_MODULE)
+# The project's modules the Serve application imports (the Neuron package and the API-key check
+# it imports), on PYTHONPATH in head and workers as the package shipped.SHIPPED_PACKAGE, so Serve
+# imports them wherever it builds or runs the application (eks_inference.charts.shipped).
+SERVE_APP_MODULES = (shipped.API_KEY_AUTH_MODULE, *shipped.package_modules(shipped.NEURON_PACKAGE))
 
 # The head runs GCS, the Serve controller and proxy, the dashboard and (as a sidecar) the
 # autoscaler, but no replicas (num-cpus 0): 2 vCPUs and 8 GiB, which leave room for the
@@ -207,7 +208,9 @@ class RayServiceChart(DeploymentChart):
         app = _ServeAppFiles()
         api_key = requires_api_key(route)
         if spec.on_neuron or api_key:
-            code = shipped.shipped_code(spec, labels, SERVE_APP_MODULES)
+            code = shipped.shipped_code(
+                spec, labels, SERVE_APP_MODULES, package=shipped.SHIPPED_PACKAGE
+            )
             objects.append(code.config_map)
             app = _ServeAppFiles(
                 volumes=(code.volume,),
