@@ -161,14 +161,6 @@ def claim_volume(name: str, claim_name: str) -> Json:
     return {"name": name, "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True}}
 
 
-def config_map_volume(name: str, config_map: str, files: Sequence[str]) -> Json:
-    """A volume holding ``files`` of the ConfigMap ``config_map``, each under its own key."""
-    return {
-        "name": name,
-        "configMap": {"name": config_map, "items": [{"key": f, "path": f} for f in files]},
-    }
-
-
 def placement(pool: NodePool, spec: ModelDeploymentSpec | None = None) -> Json:
     """Node selector and tolerations of ``pool``; for an accelerator pod, its scheduler.
 

@@ -512,8 +512,8 @@ def test_ray_head_and_workers_read_the_key_and_run_the_checked_applications(
         (application,) = serve_config(one(objects, "RayService"))["applications"]
         assert application["args"]["api_key_env"] == API_KEY_ENV
         builder = "build_app" if spec.on_neuron else "build_ray_llm_app"
-        assert application["import_path"] == f"neuron_app:{builder}"
-        app_maps = [m for m in of_kind(objects, "ConfigMap") if "neuron_app.py" in m["data"]]
+        assert application["import_path"] == f"eks_inference_serve.neuron.app:{builder}"
+        app_maps = [m for m in of_kind(objects, "ConfigMap") if "neuron.app.py" in m["data"]]
         assert len(app_maps) == 1
         assert "api_key_auth.py" in app_maps[0]["data"]
 

@@ -34,7 +34,8 @@ from eks_inference.charts.endpoint import ALB_ANNOTATION_PREFIX, ingress
 from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.engines.rayservice import SERVE_PROXY_HEALTH_PATH
 from eks_inference.serve.api_key_auth import VLLMAPIKeyMiddleware
-from eks_inference.serve.neuron_app import OpenAIServer, api_key_ingress
+from eks_inference.serve.neuron.app import api_key_ingress
+from eks_inference.serve.neuron.server import OpenAIServer
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT, VARIANT_DEPLOYMENTS, VARIANT_POOLS

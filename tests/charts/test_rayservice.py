@@ -85,7 +85,7 @@ def test_gpu_application_is_ray_serve_llm(rendered: Rendered) -> None:
         (application,) = serve_config(service)["applications"]
         # Exposed with the platform's API key, Ray Serve LLM's app runs behind the key check.
         if requires_api_key(rendered.platform.route(spec)):
-            assert application["import_path"] == "neuron_app:build_ray_llm_app"
+            assert application["import_path"] == "eks_inference_serve.neuron.app:build_ray_llm_app"
             assert application["args"]["api_key_env"] == API_KEY_ENV
         else:
             assert application["import_path"] == "ray.serve.llm:build_openai_app"
@@ -110,7 +110,7 @@ def test_neuron_application_is_the_projects_own(rendered: Rendered) -> None:
     for spec in neuron:
         objects = rendered.objects[spec.name]
         (application,) = serve_config(one(objects, "RayService"))["applications"]
-        assert application["import_path"] == "neuron_app:build_app"
+        assert application["import_path"] == "eks_inference_serve.neuron.app:build_app"
         api_key_env = API_KEY_ENV if requires_api_key(rendered.platform.route(spec)) else None
         assert application["args"] == neuron_app_args(spec, api_key_env=api_key_env)
         assert set(application["args"]) == {
@@ -131,10 +131,12 @@ def test_neuron_application_is_the_projects_own(rendered: Rendered) -> None:
         assert resources == {"neuron_cores": spec.tensor_parallel_size}
 
         # The deployment's ConfigMaps: this one, and its Grafana dashboard.
-        (config_map,) = [o for o in of_kind(objects, "ConfigMap") if "neuron_app.py" in o["data"]]
+        (config_map,) = [o for o in of_kind(objects, "ConfigMap") if "neuron.app.py" in o["data"]]
         files = {module_file(m): module_source(m) for m in SERVE_APP_MODULES}
         assert config_map["data"] == files
-        assert set(files) == {"neuron_app.py", "api_key_auth.py"}
+        assert {"__init__.py", "api_key_auth.py", "neuron.__init__.py", "neuron.app.py"} <= set(
+            files
+        )
         digest = code_digest(files)
         for template in pod_templates(rendered.platform, {spec.name: objects}):
             assert template.server["image"] == CONTEXT.neuron_ray_image

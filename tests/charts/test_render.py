@@ -94,7 +94,7 @@ def test_files_hold_the_rendered_objects_in_apply_order(reference: Rendered) -> 
 def test_multiline_strings_are_literal_blocks(reference: Rendered) -> None:
     text = reference.files["llama3-8b-inf2/04-rayservice.yaml"]
     assert "serveConfigV2: |" in text
-    assert "neuron_app.py: |" in text
+    assert "neuron.app.py: |" in text
     assert "&id" not in text
 
 

@@ -8,7 +8,7 @@ import yaml
 from ray.serve.schema import ServeDeploySchema
 
 from eks_inference.charts.engines.ray_serve_config import NEURON_APP_BUILDER, NEURON_APP_MODULE
-from eks_inference.serve.neuron_app import ServerConfig
+from eks_inference.serve.neuron.config import ServerConfig
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import Rendered
 from tests.charts.helpers import (

@@ -1,5 +1,6 @@
-"""An in-memory engine and a minimal ASGI client for testing ``neuron_app`` without vLLM,
-Ray or an HTTP stack.
+"""An in-memory engine and a minimal ASGI client for testing the Neuron server
+(:mod:`eks_inference.serve.neuron`) without vLLM, Ray or an HTTP stack, and the
+application arguments the tests share.
 
 The engine is deterministic: a token is a whitespace-separated word (plus a BOS token when
 special tokens are added), and generation replays ``reply`` one word per step.
@@ -15,14 +16,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eks_inference.serve.api_key_auth import API_KEY_ENV
-from eks_inference.serve.neuron_app import (
-    GenerationStep,
-    InvalidRequestError,
-    SamplingOptions,
-    ServerConfig,
-)
+from eks_inference.serve.neuron.config import ServerConfig
+from eks_inference.serve.neuron.engine import GenerationStep, InvalidRequestError, SamplingOptions
 
 BOS = 1
+# The args of a Neuron application, as the chart renders them for a server without a key.
+APP_ARGS: dict[str, Any] = {
+    "model": "/models/llama-3-8b",
+    "served_model_name": "llama-3-8b",
+    "tensor_parallel_size": 2,
+    "max_model_len": 4096,
+    "max_num_seqs": 8,
+    "block_size": 32,
+    "dtype": "bfloat16",
+    "additional_config": {"override_neuron_config": {"enable_bucketing": True}},
+}
 # A small Neuron server that requires the platform's key, read from API_KEY_ENV.
 KEYED_CONFIG = ServerConfig(
     model="/models/llama-3-8b",

@@ -21,9 +21,10 @@ from eks_inference.names import NEURON_SERVER_DEPLOYMENT
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.routes import Route
 
-# The Serve deployment inside eks_inference/serve/neuron_app.py, and its module: the Serve
+# The Serve deployment inside eks_inference/serve/neuron/app.py, and its module as the pods
+# import it (shipped as the package eks_inference_serve, eks_inference.charts.shipped): the Serve
 # config addresses the deployment by name, and the module is imported from PYTHONPATH.
-NEURON_APP_MODULE = "neuron_app"
+NEURON_APP_MODULE = "eks_inference_serve.neuron.app"
 NEURON_APP_BUILDER = "build_app"
 # The same module's builder of Ray Serve LLM's OpenAI application behind the API-key check,
 # for GPU RayServices that require the platform's key.
@@ -87,7 +88,7 @@ def ray_llm_config(spec: ModelDeploymentSpec) -> dict[str, Any]:
 
 
 def neuron_app_args(spec: ModelDeploymentSpec, *, api_key_env: str | None) -> dict[str, Any]:
-    """``args`` of ``neuron_app:build_app``, exactly the keys of its contract.
+    """``args`` of the Neuron application's ``build_app``, exactly the keys of its contract.
 
     ``api_key_env`` names the environment variable holding the API key the server requires, or
     is ``None`` when it requires none; the key itself is never part of the Serve config.
@@ -122,7 +123,7 @@ def serve_config(spec: ModelDeploymentSpec, route: Route | None = None) -> dict[
     Exposed on ``route``, Serve's HTTP proxies keep idle connections past the load balancer's
     idle timeout. When the route requires the platform's API key, both applications are told
     the environment variable holding it: the Neuron application checks it itself, and GPU
-    deployments run ``neuron_app:build_ray_llm_app``, Ray Serve LLM's same application behind
+    deployments run the Neuron module's ``build_ray_llm_app``, Ray Serve LLM's application behind
     the same check.
     """
     api_key_env = API_KEY_ENV if requires_api_key(route) else None

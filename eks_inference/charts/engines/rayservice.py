@@ -51,7 +51,7 @@ from eks_inference.charts.engines.ray_pods import (
     WORKER_COMPONENT,
     ServeAppFiles,
 )
-from eks_inference.charts.engines.ray_serve_config import NEURON_APP_MODULE, serve_config
+from eks_inference.charts.engines.ray_serve_config import serve_config
 from eks_inference.charts.network_rules import components, peer, policy, ports, rule
 from eks_inference.charts.pod import Json
 from eks_inference.load_budget import rollout_seconds
@@ -78,9 +78,10 @@ SERVE_PROXY_HEALTH_PATH = "/-/healthz"
 # written `--` and `.` written `_` (ray 2.60.0,
 # ray/llm/_internal/serve/core/server/builder.py: build_llm_deployment, _get_deployment_name).
 _RAY_LLM_DEPLOYMENT_PREFIX = "LLMServer:"
-# The project's modules the Serve application imports, on PYTHONPATH in head and workers, so
-# Serve imports them wherever it builds or runs the application (eks_inference.charts.shipped).
-SERVE_APP_MODULES = (NEURON_APP_MODULE, shipped.API_KEY_AUTH_MODULE)
+# The project's modules the Serve application imports (the Neuron package and the API-key check
+# it imports), on PYTHONPATH in head and workers as the package shipped.SHIPPED_PACKAGE, so Serve
+# imports them wherever it builds or runs the application (eks_inference.charts.shipped).
+SERVE_APP_MODULES = (shipped.API_KEY_AUTH_MODULE, *shipped.package_modules(shipped.NEURON_PACKAGE))
 
 _AUTOSCALER_CPU = "500m"
 _AUTOSCALER_MEMORY = "1Gi"
@@ -138,7 +139,9 @@ def _server(
     app = ServeAppFiles()
     api_key = requires_api_key(route)
     if spec.on_neuron or api_key:
-        code = shipped.shipped_code(spec, labels, SERVE_APP_MODULES)
+        code = shipped.shipped_code(
+            spec, labels, SERVE_APP_MODULES, package=shipped.SHIPPED_PACKAGE
+        )
         objects.append(code.config_map)
         app = ServeAppFiles(
             volumes=(code.volume,),

@@ -21,20 +21,20 @@ from ray.serve._private.replica import UserCallableWrapper
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
 from eks_inference.charts.common import API_KEY_ENV
-from eks_inference.serve import neuron_app
-from eks_inference.serve.neuron_app import (
-    OpenAIServer,
-    ServerConfig,
+from eks_inference.serve.neuron.app import (
+    NeuronLLMServer,
     api_key_ingress,
     build_app,
     build_ray_llm_app,
 )
+from eks_inference.serve.neuron.config import ServerConfig
+from eks_inference.serve.neuron.server import OpenAIServer
 from tests.serve.fakes import KEYED_CONFIG, FakeEngine, HTTPResult, call_app
 
 KEY = "k3y-0f-the-platform"
 CONFIG = KEYED_CONFIG
 ARGS: dict[str, Any] = CONFIG.model_dump()
-DEPLOYMENT = cast(serve.Deployment, neuron_app.NeuronLLMServer)
+DEPLOYMENT = cast(serve.Deployment, NeuronLLMServer)
 # Ray's ingress wrapper defines ``async def __del__``; a replica built here is freed without
 # awaiting it, and Python warns, whenever the collector gets to it: in any test of the module.
 pytestmark = pytest.mark.filterwarnings(

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible routes of ``neuron_app``, driven through its ASGI app with an
+"""The OpenAI-compatible routes of the Neuron server, driven through its ASGI app with an
 in-memory engine: response shapes, streaming, usage, validation and engine failures."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from eks_inference.serve.neuron_app import OpenAIServer, ServerConfig
+from eks_inference.serve.neuron.config import ServerConfig
+from eks_inference.serve.neuron.server import OpenAIServer
 from tests.serve.fakes import BOS, FakeEngine, HTTPResult, call_app
 
 MAX_MODEL_LEN = 64

@@ -1,10 +1,8 @@
-"""``neuron_app``'s contract with the chart (``build_app`` args, the ``NeuronLLMServer``
-deployment), NeuronCore pinning, and the vLLM adapter against a stand-in ``vllm`` module that
-mirrors the API surface the adapter relies on."""
+"""The vLLM adapter against a stand-in ``vllm`` module that mirrors the API surface the adapter
+relies on, the production engine factory, and the adapter's fit to the engine interface."""
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import inspect
 import os
@@ -12,236 +10,19 @@ import sys
 import types
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
-import ray
-from ray import serve
-from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
 
-from eks_inference.serve import neuron_app
-from eks_inference.serve.neuron_app import (
+from eks_inference.serve.neuron.config import ServerConfig
+from eks_inference.serve.neuron.engine import (
     GenerationStep,
+    InferenceEngine,
     InvalidRequestError,
     SamplingOptions,
-    ServerConfig,
-    VLLMNeuronEngine,
-    build_app,
-    neuron_core_list,
-    pin_neuron_cores,
-    start_vllm_neuron_engine,
 )
-from tests.serve.fakes import FakeEngine, call_app
-
-# mypy does not apply class decorators; at run time the class is a Serve Deployment.
-DEPLOYMENT = cast(serve.Deployment, neuron_app.NeuronLLMServer)
-
-ARGS: dict[str, Any] = {
-    "model": "/models/llama-3-8b",
-    "served_model_name": "llama-3-8b",
-    "tensor_parallel_size": 2,
-    "max_model_len": 4096,
-    "max_num_seqs": 8,
-    "block_size": 32,
-    "dtype": "bfloat16",
-    "additional_config": {"override_neuron_config": {"enable_bucketing": True}},
-}
-
-
-# -- build_app -------------------------------------------------------------------------------
-
-
-def test_build_app_binds_the_neuron_llm_server_deployment() -> None:
-    app = build_app(dict(ARGS))
-    assert isinstance(app, serve.Application)
-    assert DEPLOYMENT.name == "NeuronLLMServer"
-
-
-def test_ray_serve_accepts_build_app_as_an_application_builder() -> None:
-    assert isinstance(build_app, types.FunctionType)
-    app = call_user_app_builder_with_args_if_necessary(build_app, dict(ARGS))
-    assert isinstance(app, serve.Application)
-
-
-def test_deployment_options_are_left_to_the_serve_config() -> None:
-    tree = ast.parse(Path(neuron_app.__file__).read_text())
-    (server,) = [
-        n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "NeuronLLMServer"
-    ]
-    deployment_calls = [
-        d
-        for d in server.decorator_list
-        if isinstance(d, ast.Call)
-        and isinstance(d.func, ast.Attribute)
-        and d.func.attr == "deployment"
-    ]
-    (call,) = deployment_calls
-    assert [k.arg for k in call.keywords] == ["name"]
-    assert not call.args
-
-
-@pytest.mark.parametrize("missing", sorted(ARGS))
-def test_build_app_requires_every_key(missing: str) -> None:
-    args = {k: v for k, v in ARGS.items() if k != missing}
-    with pytest.raises(ValueError, match=missing):
-        build_app(args)
-
-
-@pytest.mark.parametrize(
-    ("change", "named"),
-    [
-        ({"device": "neuron"}, "device"),
-        ({"tensor_parallel_size": "2"}, "tensor_parallel_size"),
-        ({"tensor_parallel_size": True}, "tensor_parallel_size"),
-        ({"tensor_parallel_size": 0}, "tensor_parallel_size"),
-        ({"max_model_len": -1}, "max_model_len"),
-        ({"max_num_seqs": 2.0}, "max_num_seqs"),
-        ({"block_size": 0}, "block_size"),
-        ({"block_size": 8192}, "block_size"),
-        ({"dtype": "fp8"}, "dtype"),
-        ({"dtype": "auto"}, "dtype"),
-        ({"dtype": None}, "dtype"),
-        ({"model": ""}, "model"),
-        ({"served_model_name": None}, "served_model_name"),
-        ({"additional_config": []}, "additional_config"),
-        ({"additional_config": {"override_neuron_config": "tp=2"}}, "override_neuron_config"),
-    ],
-)
-def test_build_app_rejects_invalid_args_naming_the_key(change: dict[str, Any], named: str) -> None:
-    with pytest.raises(ValueError, match="invalid args for neuron_app:build_app") as caught:
-        build_app({**ARGS, **change})
-    assert named in str(caught.value)
-
-
-def test_build_app_rejects_args_that_are_not_a_mapping() -> None:
-    with pytest.raises(ValueError, match="invalid args"):
-        build_app([("model", "/m")])  # type: ignore[arg-type]
-
-
-def test_additional_config_without_overrides_is_accepted() -> None:
-    assert ServerConfig.model_validate({**ARGS, "additional_config": {}}).additional_config == {}
-
-
-# -- the deployment under Ray's ingress wrapper ----------------------------------------------
-
-# Ray's ingress wrapper defines ``async def __del__`` for Serve to await on shutdown; when the
-# interpreter frees a replica built here, it calls it without awaiting and Python warns.
-_UNAWAITED_DEL = pytest.mark.filterwarnings(
-    "ignore:coroutine '.*ASGIIngressWrapper.__del__' was never awaited:RuntimeWarning"
-)
-
-
-async def _replica(engine: FakeEngine) -> Any:
-    """Construct the deployment's class the way a Serve replica does, without a cluster."""
-    # Serve's ingress wrapper: a class whose ``__init__`` is a coroutine function.
-    cls: Any = DEPLOYMENT.func_or_class
-    replica = cls.__new__(cls)
-    await cls.__init__(replica, ServerConfig.model_validate(ARGS), lambda _config: engine)
-    return replica
-
-
-@_UNAWAITED_DEL
-def test_replica_builds_an_app_bound_to_its_engine() -> None:
-    engine = FakeEngine()
-
-    async def scenario() -> tuple[str, str]:
-        replica = await _replica(engine)
-        app = replica.__serve_build_asgi_app__()
-        models = await call_app(app, "GET", "/v1/models")
-        completion = await call_app(
-            app, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2}
-        )
-        return models.json()["data"][0]["id"], completion.json()["choices"][0]["text"]
-
-    assert asyncio.run(scenario()) == ("llama-3-8b", "Hello there")
-
-
-@_UNAWAITED_DEL
-def test_replica_health_check_fails_when_the_engine_died() -> None:
-    engine = FakeEngine()
-
-    async def scenario() -> None:
-        replica = await _replica(engine)
-        await replica.check_health()
-        engine.healthy = False
-        with pytest.raises(RuntimeError, match="not running"):
-            await replica.check_health()
-
-    asyncio.run(scenario())
-
-
-@_UNAWAITED_DEL
-def test_replica_shutdown_stops_the_engine() -> None:
-    engine = FakeEngine()
-
-    async def scenario() -> None:
-        replica = await _replica(engine)
-        await replica.__del__()
-
-    asyncio.run(scenario())
-    assert engine.shut_down
-
-
-# -- NeuronCore pinning ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("ids", "visible"),
-    [
-        (["0"], "0"),
-        (["0", "1"], "0-1"),
-        (["6", "4", "7", "5"], "4-7"),
-        (["1", "3"], "1,3"),
-        (["10", "9", "12"], "9,10,12"),
-    ],
-)
-def test_neuron_core_list(ids: list[str], visible: str) -> None:
-    assert neuron_core_list(ids) == visible
-
-
-def test_neuron_core_list_needs_cores() -> None:
-    with pytest.raises(ValueError, match="no NeuronCores"):
-        neuron_core_list([])
-
-
-@dataclass
-class FakeRuntimeContext:
-    neuron_cores: list[str]
-
-    def get_accelerator_ids(self) -> dict[str, list[str]]:
-        return {"GPU": [], "neuron_cores": self.neuron_cores}
-
-
-@pytest.fixture
-def assigned_cores(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The cores Ray assigns to the replica; the environment is restored afterwards."""
-    cores: list[str] = []
-    monkeypatch.setattr(ray, "get_runtime_context", lambda: FakeRuntimeContext(cores))
-    monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "restored-after-test")
-    return cores
-
-
-def test_pin_neuron_cores_exports_the_assigned_cores(assigned_cores: list[str]) -> None:
-    assigned_cores.extend(["8", "9", "10", "11"])
-    assert pin_neuron_cores(4) == "8-11"
-    assert os.environ["NEURON_RT_VISIBLE_CORES"] == "8-11"
-
-
-def test_pin_neuron_cores_requires_neuron_cores_from_ray(assigned_cores: list[str]) -> None:
-    with pytest.raises(RuntimeError, match=r"ray_actor_options\.resources\.neuron_cores"):
-        pin_neuron_cores(2)
-
-
-def test_pin_neuron_cores_requires_enough_cores_for_tensor_parallelism(
-    assigned_cores: list[str],
-) -> None:
-    assigned_cores.extend(["0", "1"])
-    with pytest.raises(RuntimeError, match="tensor_parallel_size is 4"):
-        pin_neuron_cores(4)
-
-
-# -- the vLLM adapter ------------------------------------------------------------------------
+from eks_inference.serve.neuron.vllm_engine import VLLMNeuronEngine, start_vllm_neuron_engine
+from tests.serve.fakes import APP_ARGS as ARGS
 
 
 @dataclass
@@ -519,12 +300,12 @@ def test_production_factory_pins_cores_before_the_engine_starts(
 def test_the_adapter_satisfies_the_engine_interface() -> None:
     interface = {
         name
-        for name, member in inspect.getmembers(neuron_app.InferenceEngine)
+        for name, member in inspect.getmembers(InferenceEngine)
         if not name.startswith("_") and callable(member)
     }
     assert interface == {"encode", "apply_chat_template", "generate", "is_healthy", "shutdown"}
     for name in interface:
         adapter = getattr(VLLMNeuronEngine, name)
-        expected = getattr(neuron_app.InferenceEngine, name)
+        expected = getattr(InferenceEngine, name)
         assert inspect.iscoroutinefunction(adapter) == inspect.iscoroutinefunction(expected), name
         assert inspect.signature(adapter) == inspect.signature(expected), name
