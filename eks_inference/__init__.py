@@ -20,6 +20,7 @@ from eks_inference.spec.deployment import (
     NeuronOptions,
     Scaling,
 )
+from eks_inference.spec.engines import ENGINES
 from eks_inference.spec.loading import Weights
 from eks_inference.spec.node_pools import NodePool, Taint
 from eks_inference.spec.platform import Placement, PlatformSpec
@@ -61,9 +62,10 @@ _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in nam
 
 # Before any module of the package can import a jsii library, which starts jsii's Node.js.
 use_pinned_node()
-# The built-in engines register themselves, so that a spec naming one validates however the
-# package was entered; they import no jsii library.
-import_module("eks_inference.charts.engines")
+# The built-in engines register when the registry is first read, so that a spec naming one
+# validates however the package was entered (they import no jsii library), and a command that
+# refuses its input before validating a deployment does not import them.
+ENGINES.load_built_ins_with(lambda: import_module("eks_inference.charts.engines.built_in"))
 
 
 def __getattr__(name: str) -> Any:

@@ -56,8 +56,9 @@ def _is_type_checking_block(node: ast.AST) -> bool:
 
 
 def _imports(module: str, *, type_checking: bool = True) -> set[str]:
-    """Project modules that ``module`` imports (``from pkg import submodule`` as the submodule),
-    with or without those imported only for type checking."""
+    """Project modules that ``module`` imports (``from pkg import submodule`` as the submodule,
+    and the packages above each, whose ``__init__`` runs first), with or without those imported
+    only for type checking."""
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
     skipped: set[int] = set()
     if not type_checking:
@@ -68,7 +69,11 @@ def _imports(module: str, *, type_checking: bool = True) -> set[str]:
     for node in ast.walk(tree):
         if id(node) not in skipped:
             found |= _imported_names(node)
-    return {name for name in found if name in MODULES and name != module}
+    # Importing a.b.c runs a/__init__.py and a/b/__init__.py first.
+    parts = [name.split(".") for name in found]
+    found |= {".".join(p[:i]) for p in parts for i in range(2, len(p))}
+    own_packages = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 2)}
+    return {name for name in found if name in MODULES and name not in own_packages}
 
 
 GRAPH = {module: _imports(module) for module in MODULES}

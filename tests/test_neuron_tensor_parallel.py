@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from eks_inference import sizing
 from eks_inference.catalog import GIB, INSTANCE_TYPES, MODELS, ModelArchitecture
-from eks_inference.cli import plan
 from eks_inference.cli.main import app
+from eks_inference.ops import plan
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import PlatformSpec
 

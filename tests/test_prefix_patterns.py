@@ -20,10 +20,10 @@ from typer.testing import CliRunner
 
 from eks_inference.aws_types import key_prefix_problem, suggested_key_prefix
 from eks_inference.charts.mountpoint import MountpointVolume
-from eks_inference.cli.errors import BadInput
 from eks_inference.cli.main import app as cli_app
-from eks_inference.cli.s3uri import parse_prefix_uri
 from eks_inference.constructs.model_bucket import ModelBucket
+from eks_inference.ops.errors import BadInput
+from eks_inference.ops.s3uri import parse_prefix_uri
 from eks_inference.spec.platform import PlatformSpec
 
 REFERENCE = Path(__file__).parent.parent / "deployments.yaml"

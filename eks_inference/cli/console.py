@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from eks_inference.cli.text import terminal_safe
+from eks_inference.ops.text import printable, redact_urls
 
 # Without a terminal rich falls back to COLUMNS or 80 columns and wraps table cells mid-word;
 # a log has no width, so tables get at least this many columns there and keep one line per
@@ -19,8 +19,16 @@ from eks_inference.cli.text import terminal_safe
 _NON_TERMINAL_WIDTH = 200
 
 
+def terminal_safe(text: str) -> str:
+    """What any printer of the CLI writes for ``text``: URL credentials redacted and escapes
+    shown escaped (lines and tabs kept). The last line of defence; text from outside should
+    already have gone through :func:`~eks_inference.ops.text.quote_external` where it was put
+    into a message."""
+    return printable(redact_urls(text), keep_lines=True)
+
+
 class _SafeConsole(Console):
-    """A console whose every string passes through :func:`~eks_inference.cli.text.terminal_safe`.
+    """A console whose every string passes through :func:`terminal_safe`.
 
     rich turns each ``str`` it prints (table cells and titles included) into ``Text`` here,
     before measuring it, so escaped characters are laid out at their printed width; rich
@@ -53,6 +61,6 @@ def stderr() -> Console:
 
 
 def echo(message: str, *, err: bool = False) -> None:
-    """Print a plain line (no rich markup) through :func:`~eks_inference.cli.text.terminal_safe`:
+    """Print a plain line (no rich markup) through :func:`terminal_safe`:
     the way for messages that quote names from outside (file names, keys, URLs)."""
     typer.echo(terminal_safe(message), err=err)

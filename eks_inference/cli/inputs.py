@@ -14,7 +14,7 @@ from eks_inference.catalog import (
     InstanceType,
     by_size,
 )
-from eks_inference.cli.errors import BadInput, summarize_validation_error
+from eks_inference.ops.errors import BadInput, summarize_validation_error
 from eks_inference.spec.files import SpecFileError
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.spec.validation import UNRELATED_MAPPING_ERROR_TYPE, required_fields

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from pydantic import ValidationError
 
-from eks_inference.cli.errors import BadInput, CommandFailed, summarize_validation_error
-from eks_inference.cli.text import printable
+from eks_inference.cli import inputs
+from eks_inference.cli.options import DEFAULT_PLATFORM, PlatformOption
+from eks_inference.ops.errors import BadInput, CommandFailed, summarize_validation_error
+from eks_inference.ops.text import printable
 from eks_inference.spec.platform import PlatformSpec
 
 # The option that consents to writing beside files the writer did not write.
@@ -52,3 +56,29 @@ def write(
                 "previous manifests there are unchanged"
             )
         ) from None
+
+
+def manifests(
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="Directory to write the Kubernetes manifests to: new, empty, or written by "
+            "this command before (only its own files there are replaced)."
+        ),
+    ],
+    platform: PlatformOption = DEFAULT_PLATFORM,
+    allow_other_files: Annotated[
+        bool,
+        typer.Option(
+            "--allow-other-files",
+            help="Write even though --out holds files this command did not write; they are "
+            "left untouched.",
+        ),
+    ] = False,
+) -> None:
+    """Write every deployment's Kubernetes manifests (no AWS access needed)."""
+    from eks_inference.ops.text import plural
+
+    spec = inputs.load_platform(platform)
+    written = write(spec, platform, out, allow_other_files=allow_other_files)
+    typer.echo(f"wrote {plural(len(written), 'manifest file')} to {out}")

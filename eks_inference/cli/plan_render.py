@@ -1,137 +1,58 @@
 """Render plans as rich tables (terminal) and Markdown (``k8s_manifests/PLAN.md``).
 
-The Markdown is a pure function of the platform file, with no timestamps, so the committed
-``PLAN.md`` changes exactly when the plan does.
+The cells and notes both show are :mod:`eks_inference.cli.plan_cells`. The Markdown is a pure
+function of the platform file, with no timestamps, so the committed ``PLAN.md`` changes
+exactly when the plan does.
 """
 
 from __future__ import annotations
 
 from rich.table import Table
 
-from eks_inference.catalog.spot_prices import SPOT_PRICES_DATE
-from eks_inference.cli.plan import ConfigurationPlan, DeploymentPlan, PlatformPlan, PoolPlan
-from eks_inference.metrics import metric_names
-
-BOUND_NOTE = (
-    "Decode throughput is a memory-bandwidth bound for one node with all its replicas, every "
-    "sequence at max_model_len: a ceiling, not a benchmark. $ per 1M tokens = node $/hour / "
-    "(tokens/s x 3600) x 1e6, at on-demand catalog prices (us-east-1), or for SPOT pools at "
-    f"the catalog's spot prices of {SPOT_PRICES_DATE} (median over us-east-1 zones; "
-    "--spot-price overrides them)."
+from eks_inference.cli.plan_cells import (
+    BOUND_NOTE,
+    DEPLOYMENT_HEADERS,
+    NUMERIC,
+    POOL_HEADERS,
+    WATCH_HEADERS,
+    WATCH_NOTE,
+    deployment_cells,
+    fit,
+    memory,
+    money,
+    pool_cells,
+    rate,
+    watch_rows,
 )
-
-
-WATCH_NOTE = (
-    "Per deployment, the metrics on its Grafana dashboard that matter most and the thresholds "
-    "its alerts and autoscaler act on (eks_inference/signals.py)."
-)
-
-
-def money(value: float) -> str:
-    """``12.98127`` -> ``$12.98``."""
-    return f"${value:,.2f}"
-
-
-def rate(value: float) -> str:
-    """Tokens per second, whole and grouped: ``10,171``."""
-    return f"{value:,.0f}"
-
-
-def memory(plan: ConfigurationPlan) -> str:
-    """Weights plus worst-case KV cache against the TP group's memory."""
-    return (
-        f"{plan.required_gib:.1f} / {plan.accelerator_memory_gib:.0f} GiB "
-        f"({plan.memory_utilization:.0%})"
-    )
-
-
-def _fit(plan: ConfigurationPlan) -> str:
-    return "yes" if plan.fits else "NO"
-
-
-def _deployment_cells(d: DeploymentPlan) -> list[str]:
-    c = d.configuration
-    return [
-        d.name,
-        c.instance_type,
-        str(c.tensor_parallel_size),
-        str(c.replicas_per_node),
-        f"{d.nodes_min}-{d.nodes_max}",
-        memory(c),
-        _fit(c),
-        rate(c.decode_tokens_per_second_bound),
-        money(d.price_per_hour_min),
-        money(d.price_per_hour_max),
-        money(c.cost_per_million_tokens),
-    ]
-
-
-_DEPLOYMENT_HEADERS = (
-    "deployment",
-    "instance",
-    "TP",
-    "replicas/node",
-    "nodes",
-    "memory (weights+KV / TP group)",
-    "fits",
-    "decode bound tok/s",
-    "$/h min",
-    "$/h max",
-    "$/1M tok",
-)
-_POOL_HEADERS = ("pool", "instance", "capacity", "nodes", "$/h node", "$/h min", "$/h max")
-_NUMERIC = {
-    "TP",
-    "replicas/node",
-    "nodes",
-    "decode bound tok/s",
-    "$/h min",
-    "$/h max",
-    "$/1M tok",
-    "$/h node",
-}
+from eks_inference.ops.plan import ConfigurationPlan, PlatformPlan
 
 
 def _table(title: str, headers: tuple[str, ...]) -> Table:
     table = Table(title=title, title_justify="left")
     for header in headers:
-        table.add_column(header, justify="right" if header in _NUMERIC else "left", no_wrap=True)
+        table.add_column(header, justify="right" if header in NUMERIC else "left", no_wrap=True)
     return table
-
-
-def _pool_cells(p: PoolPlan) -> list[str]:
-    """A pool's row: its capacity types in order of preference, spot prices marked."""
-    spot = " (spot)" if p.price_source.startswith("spot") else ""
-    return [
-        p.name,
-        p.instance_type,
-        " > ".join((p.capacity_type, *p.fallback_capacity_types)),
-        f"{p.min_size}-{p.max_size}",
-        money(p.price_per_hour) + spot,
-        money(p.price_per_hour_min),
-        money(p.price_per_hour_max),
-    ]
 
 
 def platform_tables(plan: PlatformPlan) -> list[Table]:
     """Deployments, node pools with the cluster's hourly range, what to watch, and the
     plan's warnings (scarce or unpriced spot capacity) when there are any."""
-    deployments = _table("Deployments", _DEPLOYMENT_HEADERS)
+    deployments = _table("Deployments", DEPLOYMENT_HEADERS)
     for d in plan.deployments:
-        deployments.add_row(*_deployment_cells(d), style=None if d.configuration.fits else "red")
-    pools = _table("Node pools", _POOL_HEADERS)
+        deployments.add_row(*deployment_cells(d), style=None if d.configuration.fits else "red")
+    pools = _table("Node pools", POOL_HEADERS)
     for p in plan.pools:
-        pools.add_row(*_pool_cells(p))
+        pools.add_row(*pool_cells(p))
     pools.add_section()
     pools.add_row(
         "cluster", "", "", "", "", money(plan.price_per_hour_min), money(plan.price_per_hour_max)
     )
     # Long cells (metric names, consequences) wrap rather than being cut.
     watch = Table(title="What to watch", title_justify="left")
-    for header in _WATCH_HEADERS:
+    for header in WATCH_HEADERS:
         watch.add_column(header, overflow="fold", no_wrap=header == "deployment")
     for d in plan.deployments:
-        for row in _watch_rows(d):
+        for row in watch_rows(d):
             watch.add_row(*row)
         watch.add_section()
     tables = [deployments, pools, watch]
@@ -142,17 +63,6 @@ def platform_tables(plan: PlatformPlan) -> list[Table]:
             warnings.add_row(warning)
         tables.append(warnings)
     return tables
-
-
-_WATCH_HEADERS = ("deployment", "signal", "metric", "threshold", "then")
-
-
-def _watch_rows(d: DeploymentPlan) -> list[list[str]]:
-    """One row per watched signal: the metrics its query reads, and the threshold chosen."""
-    return [
-        [d.name, w.signal, ", ".join(sorted(metric_names(w.query))), w.threshold, w.consequence]
-        for w in d.watch
-    ]
 
 
 # What the cost of a configuration that does not fit is shown as: it serves nothing.
@@ -178,7 +88,7 @@ def configuration_table(plan: ConfigurationPlan) -> Table:
     table.add_column("", no_wrap=True)
     source = "measured" if plan.throughput_source == "measured" else "decode bound"
     rows = [
-        ("fits", _fit(plan)),
+        ("fits", fit(plan)),
         ("weights", f"{plan.weights_gib:.1f} GiB"),
         (
             "KV cache",
@@ -201,7 +111,7 @@ def configuration_table(plan: ConfigurationPlan) -> Table:
 
 
 def _markdown_table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str]:
-    align = ["---:" if h in _NUMERIC else "---" for h in headers]
+    align = ["---:" if h in NUMERIC else "---" for h in headers]
     return [
         "| " + " | ".join(headers) + " |",
         "| " + " | ".join(align) + " |",
@@ -218,13 +128,13 @@ def platform_markdown(plan: PlatformPlan, source: str) -> str:
         "",
         "## Deployments",
         "",
-        *_markdown_table(_DEPLOYMENT_HEADERS, [_deployment_cells(d) for d in plan.deployments]),
+        *_markdown_table(DEPLOYMENT_HEADERS, [deployment_cells(d) for d in plan.deployments]),
         "",
         "## Node pools",
         "",
         *_markdown_table(
-            _POOL_HEADERS,
-            [_pool_cells(p) for p in plan.pools]
+            POOL_HEADERS,
+            [pool_cells(p) for p in plan.pools]
             + [
                 [
                     "**cluster**",
@@ -246,11 +156,11 @@ def platform_markdown(plan: PlatformPlan, source: str) -> str:
         WATCH_NOTE,
         "",
         *_markdown_table(
-            _WATCH_HEADERS,
+            WATCH_HEADERS,
             [
                 [cell.replace("|", "\\|") for cell in row]
                 for d in plan.deployments
-                for row in _watch_rows(d)
+                for row in watch_rows(d)
             ],
         ),
         "",

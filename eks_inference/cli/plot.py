@@ -6,13 +6,20 @@ global backend of the process that calls it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import typer
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from eks_inference.cli.plan import ConfigurationPlan
+from eks_inference.catalog import ModelArchitecture
+from eks_inference.cli import console
+from eks_inference.cli.output import emit
+from eks_inference.ops import plan as planning
+from eks_inference.ops.errors import CommandFailed
+from eks_inference.ops.plan import ConfigurationPlan
 
 _COLORS = {
     "Inferentia2": "tab:orange",
@@ -80,3 +87,43 @@ def save_png(figure: Figure, path: Path) -> None:
     """Write the figure as PNG, creating the parent directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png")
+
+
+def plot_candidates(
+    model_name: str,
+    arch: ModelArchitecture,
+    max_model_len: int,
+    max_num_seqs: int,
+    selected: ConfigurationPlan | None,
+    path: Path,
+    json_output: bool,
+    output: Path | None,
+) -> None:
+    """Draw the candidates (and ``selected``); list them unless a configuration was given."""
+    points = planning.candidates(model_name, arch, max_model_len, max_num_seqs)
+    if not points and selected is None:
+        raise CommandFailed(
+            f"{model_name} fits on no catalog instance at max_model_len {max_model_len} and "
+            f"max_num_seqs {max_num_seqs}; lower them"
+        )
+    figure = cost_throughput_figure(
+        points,
+        title=f"{model_name}: cost vs decode throughput "
+        f"(max_model_len {max_model_len}, max_num_seqs {max_num_seqs})",
+        selected=selected,
+    )
+    try:
+        save_png(figure, path)
+    except OSError as error:
+        raise CommandFailed(f"cannot write {path}: {error.strerror or error}") from None
+    typer.echo(f"wrote {path} ({len(points)} candidates)", err=True)
+    if selected is None:
+        if json_output:
+            emit(json.dumps([p.as_json() for p in points], indent=2), output)
+        else:
+            out = console.stdout()
+            for point in points:
+                out.print(
+                    f"{point.label:24} {point.tokens_per_second:>10,.0f} tok/s "
+                    f"${point.price_per_hour:>8,.2f}/h  ${point.cost_per_million_tokens:,.2f}/1M"
+                )

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.markup import escape
 from rich.table import Table
 
-from eks_inference.cli.preflight import Check
+from eks_inference.ops.preflight import Check
 
 _STYLE = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}
 

@@ -1,9 +1,13 @@
-"""Byte-counting progress bars on a terminal, and silence elsewhere (logs get the summary)."""
+"""Byte-counting progress bars on a terminal, and silence elsewhere (logs get the summary).
+
+Each bar is fed through an :data:`~eks_inference.ops.progress.Advance` callback, the way the
+operations report progress.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -19,9 +23,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-# Called with a byte count as work progresses; negative when the transfer manager rewinds a
-# retried part.
-Advance = Callable[[int], None]
+from eks_inference.ops.progress import Advance
 
 # Seconds without a byte moving before a bar says so: a healthy transfer reports several times
 # a second, and a stalled request is retried after its timeout.

@@ -11,31 +11,5 @@
 - :mod:`~eks_inference.spec.files`: reading a platform file safely.
 
 Nothing here imports cdk8s or aws-cdk-lib: the CLI and the manifest writer validate a
-platform without starting Node.js.
+platform without starting Node.js. The public names are exported from :mod:`eks_inference`.
 """
-
-from __future__ import annotations
-
-from eks_inference.spec.deployment import (
-    Limits,
-    ModelDeploymentSpec,
-    ModelRef,
-    NeuronOptions,
-    Scaling,
-)
-from eks_inference.spec.loading import Weights
-from eks_inference.spec.node_pools import NodePool, Taint
-from eks_inference.spec.platform import Placement, PlatformSpec
-
-__all__ = [
-    "Limits",
-    "ModelDeploymentSpec",
-    "ModelRef",
-    "NeuronOptions",
-    "NodePool",
-    "Placement",
-    "PlatformSpec",
-    "Scaling",
-    "Taint",
-    "Weights",
-]

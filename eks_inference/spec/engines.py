@@ -12,14 +12,16 @@ how it is observed.
 :data:`ENGINES` is the one registry, and :func:`engine_of` the one place that dispatches on
 ``spec.engine``: no other code compares the value. The built-in engines are registered when
 the package is imported; another engine is registered with ``ENGINES.register(MyEngine())``
-before the specs naming it are validated (see ``docs/adding-an-engine.md``).
+before the specs naming it are validated (see ``docs/adding-an-engine.md``). The package root
+tells the registry how to load the built-ins (:meth:`EngineRegistry.load_built_ins_with`), so
+this layer imports no engine module.
 """
 
 from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, ClassVar
 
 from pydantic import AfterValidator, GetJsonSchemaHandler
@@ -91,13 +93,27 @@ class EngineRegistry:
 
     Registering a second engine under a taken name is refused, so an engine can never
     silently replace another; names follow the ``engine`` field's pattern (a Kubernetes label
-    value, at most 30 characters).
+    value, at most 30 characters). The package's built-in engines are registered on first use
+    (:meth:`load_built_ins_with`), so that a command refusing a file before it validates any
+    deployment does not pay for importing them.
     """
 
     def __init__(self, engines: tuple[Engine, ...] = ()) -> None:
         self._engines: dict[str, Engine] = {}
+        self._load_built_ins: Callable[[], object] | None = None
         for engine in engines:
             self.register(engine)
+
+    def load_built_ins_with(self, load: Callable[[], object]) -> None:
+        """Call ``load`` (which registers the built-in engines) before the registry is first
+        read."""
+        self._load_built_ins = load
+
+    def _loaded(self) -> dict[str, Engine]:
+        load, self._load_built_ins = self._load_built_ins, None
+        if load is not None:
+            load()
+        return self._engines
 
     def register(self, engine: Engine) -> None:
         """Add ``engine``, answering to ``engine.name``."""
@@ -106,7 +122,7 @@ class EngineRegistry:
                 f"engine name {engine.name!r} must be 1-30 lowercase letters, digits, '-' or "
                 "'_', starting with a letter"
             )
-        taken = self._engines.get(engine.name)
+        taken = self._loaded().get(engine.name)
         if taken is not None and taken is not engine:
             raise ValueError(
                 f"engine {engine.name!r} is already registered ({type(taken).__qualname__}); "
@@ -116,18 +132,18 @@ class EngineRegistry:
 
     def names(self) -> tuple[str, ...]:
         """Every registered name, in registration order (the built-ins first)."""
-        return tuple(self._engines)
+        return tuple(self._loaded())
 
     def get(self, name: str) -> Engine | None:
         """The engine registered as ``name``, if any."""
-        return self._engines.get(name)
+        return self._loaded().get(name)
 
     def copy(self) -> EngineRegistry:
         """A registry holding the same engines, to extend without changing this one."""
-        return EngineRegistry(tuple(self._engines.values()))
+        return EngineRegistry(tuple(self._loaded().values()))
 
     def __iter__(self) -> Iterator[Engine]:
-        return iter(tuple(self._engines.values()))
+        return iter(tuple(self._loaded().values()))
 
 
 #: The one registry of engines.

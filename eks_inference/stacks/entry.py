@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from eks_inference.cli.errors import BadInput, summarize_validation_error
 from eks_inference.cli.inputs import load_platform
-from eks_inference.cli.text import printable
+from eks_inference.ops.errors import BadInput, summarize_validation_error
+from eks_inference.ops.text import printable
 from eks_inference.spec.platform import PlatformSpec
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def _context() -> dict[str, Any]:
 
 def build(app: App, path: Path, platform: PlatformSpec | None = None) -> None:
     """Build ``app`` from the platform file at ``path`` (or ``platform``, already read from
-    it); every spec or context error is a :class:`~eks_inference.cli.errors.BadInput` with
+    it); every spec or context error is a :class:`~eks_inference.ops.errors.BadInput` with
     the line ``eks-inference`` prints.
 
     The app's context can change the platform (``node_provisioning`` validates it again in

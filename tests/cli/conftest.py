@@ -26,9 +26,9 @@ import boto3  # type: ignore[import-untyped]
 import pytest
 from typer.testing import CliRunner, Result
 
-from eks_inference.cli import aws
 from eks_inference.cli.main import app
-from eks_inference.cli.upload_lease import LOCK_SUFFIX
+from eks_inference.ops.aws import clients as aws_clients
+from eks_inference.ops.upload.lease import LOCK_SUFFIX
 
 REGION = "us-east-1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -132,7 +132,7 @@ class ApiCalls:
         self.calls.clear()
 
 
-class _RecordingAws(aws.Aws):
+class _RecordingAws(aws_clients.Aws):
     def __init__(self, session: Any, calls: ApiCalls) -> None:
         super().__init__(session)
         self._calls = calls
@@ -147,15 +147,15 @@ class _RecordingAws(aws.Aws):
 def api_calls(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> ApiCalls:
     """Record every AWS call the CLI makes; ``clients`` replaces a service's client."""
     calls = ApiCalls()
-    real_connect = aws.connect
+    real_connect = aws_clients.connect
 
-    def connect(profile: str | None = None) -> aws.Aws:
+    def connect(profile: str | None = None) -> aws_clients.Aws:
         session = real_connect(profile).session
         # Registered on the session before any client exists, so every client inherits it.
         session.events.register("before-parameter-build.*.*", calls.record)
         return _RecordingAws(session, calls)
 
-    monkeypatch.setattr(aws, "connect", connect)
+    monkeypatch.setattr(aws_clients, "connect", connect)
     return calls
 
 

@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 from typer.testing import Result
 
-from eks_inference.cli.endpoint import MAX_RESPONSE_BYTES, models_endpoint
+from eks_inference.ops.endpoint import MAX_RESPONSE_BYTES, models_endpoint
 from eks_inference.spec.platform import PlatformSpec
 from tests.cli.conftest import DRIP_INTERVAL_S, REFERENCE_PLATFORM
 

@@ -18,8 +18,8 @@ from eks_inference.catalog.spot_prices import (
     SPOT_PRICES_DATE,
     SPOT_PRICES_SOURCE,
 )
-from eks_inference.cli.plan import plan_platform
-from eks_inference.cli.quotas import vcpu_quota
+from eks_inference.ops.plan import plan_platform
+from eks_inference.ops.quotas import vcpu_quota
 from eks_inference.spec.platform import PlatformSpec
 
 from .conftest import REFERENCE_PLATFORM

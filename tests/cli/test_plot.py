@@ -11,8 +11,8 @@ from typer.testing import Result
 
 from eks_inference import sizing
 from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
-from eks_inference.cli import plan
 from eks_inference.cli.plot import cost_throughput_figure, point_label
+from eks_inference.ops import plan
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LLAMA = MODELS["llama-3-8b"].architecture

@@ -21,7 +21,7 @@ from typer.testing import Result
 from eks_inference.artifacts import artifact_prefix, completion_marker_key
 from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.cli.inputs import load_platform
-from eks_inference.cli.quotas import vcpu_quota
+from eks_inference.ops.quotas import vcpu_quota
 
 from .conftest import REFERENCE_PLATFORM, REGION, ApiCalls
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from typer.testing import Result
 
-from eks_inference.cli.aws import TIMEOUT_VARIABLE
+from eks_inference.ops.aws.deadlines import TIMEOUT_VARIABLE
 
 from .conftest import REFERENCE_PLATFORM, REPO_ROOT
 

@@ -8,10 +8,10 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from eks_inference.cli.errors import summarize_validation_error
 from eks_inference.cli.main import app
-from eks_inference.cli.s3uri import S3Prefix, parse_prefix_uri
-from eks_inference.cli.text import format_bytes, plural
+from eks_inference.ops.errors import summarize_validation_error
+from eks_inference.ops.s3uri import S3Prefix, parse_prefix_uri
+from eks_inference.ops.text import format_bytes, plural
 from eks_inference.spec.deployment import ModelDeploymentSpec
 
 

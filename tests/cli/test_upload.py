@@ -14,10 +14,10 @@ from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 from botocore.stub import Stubber  # type: ignore[import-untyped]
 from typer.testing import Result
 
-from eks_inference.cli.errors import CommandFailed
-from eks_inference.cli.s3uri import S3Prefix
-from eks_inference.cli.upload import check_bucket
-from eks_inference.cli.upload_lease import LOCK_SUFFIX
+from eks_inference.ops.errors import CommandFailed
+from eks_inference.ops.s3uri import S3Prefix
+from eks_inference.ops.upload.lease import LOCK_SUFFIX
+from eks_inference.ops.upload.remote import check_bucket
 
 from .conftest import BIG, BUCKET, MIB, PART_SIZE, PREFIX, REGION, URI, ApiCalls
 
@@ -271,7 +271,7 @@ def test_access_denied_is_one_clear_line(aws_env: str) -> None:
 
 
 def test_other_aws_errors_name_their_code(aws_env: str) -> None:
-    from eks_inference.cli.aws import describe_error
+    from eks_inference.ops.aws.errors import describe_error
 
     error = ClientError(
         {"Error": {"Code": "InvalidAccessKeyId", "Message": "The key does not exist"}}, "PutObject"

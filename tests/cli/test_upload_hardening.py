@@ -27,8 +27,8 @@ from rich.console import Console
 from rich.progress import Progress
 from typer.testing import Result
 
-from eks_inference.cli.aws import TIMEOUT_VARIABLE
 from eks_inference.cli.progress import STALL_AFTER_S, ByteProgress, StallColumn
+from eks_inference.ops.aws.deadlines import TIMEOUT_VARIABLE
 
 from .conftest import (
     BIG,
@@ -223,12 +223,12 @@ def test_a_file_changed_mid_upload_leaves_no_object_and_no_manifest(
 
 _SIGNAL_AT_SECOND_PART = """
 import os, signal, sys, time
-from eks_inference.cli import aws
+from eks_inference.ops.aws import clients as aws_clients
 from eks_inference.cli.main import main
 
 SIGNAL = getattr(signal, sys.argv[1])
 sys.argv = ["eks-inference", *sys.argv[2:]]
-real_connect = aws.connect
+real_connect = aws_clients.connect
 
 
 def connect(profile=None):
@@ -244,7 +244,7 @@ def connect(profile=None):
     return session
 
 
-aws.connect = connect
+aws_clients.connect = connect
 main()
 """
 

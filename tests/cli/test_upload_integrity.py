@@ -28,15 +28,14 @@ from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 from botocore.stub import Stubber  # type: ignore[import-untyped]
 from typer.testing import Result
 
-from eks_inference.cli import aws
-from eks_inference.cli.aws import TIMEOUT_VARIABLE
-from eks_inference.cli.aws_deadline import DEADLINE_VARIABLE
-from eks_inference.cli.errors import CommandFailed
 from eks_inference.cli.inputs import load_platform
-from eks_inference.cli.main import MAX_CONCURRENCY
-from eks_inference.cli.s3uri import S3Prefix
-from eks_inference.cli.upload import abort_stale_uploads
-from eks_inference.cli.upload_lease import LOCK_SUFFIX, Lease, LeaseOwner, acquire
+from eks_inference.cli.upload import MAX_CONCURRENCY
+from eks_inference.ops.aws import clients as aws_clients
+from eks_inference.ops.aws.deadlines import DEADLINE_VARIABLE, TIMEOUT_VARIABLE
+from eks_inference.ops.errors import CommandFailed
+from eks_inference.ops.s3uri import S3Prefix
+from eks_inference.ops.upload.lease import LOCK_SUFFIX, Lease, LeaseOwner, acquire
+from eks_inference.ops.upload.remote import abort_stale_uploads
 
 from .conftest import (
     BIG,
@@ -97,12 +96,12 @@ def _assert_complete(s3: Any, root: Path) -> None:
 # then the key's last segment or ``*`` for any request, or ``part<N>`` for an upload part.
 _HOOKED_RUN = """
 import os, signal, sys, time
-from eks_inference.cli import aws
+from eks_inference.ops.aws import clients as aws_clients
 from eks_inference.cli.main import main
 
 operation, match, action, argument = sys.argv[1:5]
 sys.argv = ["eks-inference", *sys.argv[5:]]
-real_connect = aws.connect
+real_connect = aws_clients.connect
 fired = []
 
 
@@ -137,7 +136,7 @@ def connect(profile=None):
     return session
 
 
-aws.connect = connect
+aws_clients.connect = connect
 main()
 """
 
@@ -340,9 +339,9 @@ def test_only_uploads_begun_before_the_lease_and_the_previous_expiry_are_aborted
 def _record_sent_payload_hashes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The SHA-256 of every PutObject body as sent (botocore signs it over plain HTTP)."""
     sent: list[str] = []
-    inner = aws.connect
+    inner = aws_clients.connect
 
-    def connect(profile: str | None = None) -> aws.Aws:
+    def connect(profile: str | None = None) -> aws_clients.Aws:
         session = inner(profile)
 
         def record(request: Any, **_: Any) -> None:
@@ -351,7 +350,7 @@ def _record_sent_payload_hashes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         session.session.events.register("before-send.s3.PutObject", record)
         return session
 
-    monkeypatch.setattr(aws, "connect", connect)
+    monkeypatch.setattr(aws_clients, "connect", connect)
     return sent
 
 
@@ -554,7 +553,7 @@ def test_concurrency_beyond_the_maximum_is_refused_with_the_reason(
 
 
 def test_the_connection_pool_is_sized_for_the_concurrency(aws_env: str) -> None:
-    client = aws.connect().client("s3", max_connections=MAX_CONCURRENCY)
+    client = aws_clients.connect().client("s3", max_connections=MAX_CONCURRENCY)
     assert client.meta.config.max_pool_connections == MAX_CONCURRENCY
 
 
@@ -562,7 +561,7 @@ _READ_HUGE_MANIFEST = """
 import sys, time
 import boto3
 from eks_inference.cli.inputs import load_platform
-from eks_inference.cli.preflight import check_weights
+from eks_inference.ops.preflight import check_weights
 
 platform = load_platform(sys.argv[1])
 spec = platform.deployment("llama3-8b-inf2")

@@ -23,9 +23,9 @@ import pytest
 from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 from typer.testing import Result
 
-from eks_inference.cli import upload_lease
-from eks_inference.cli.aws_deadline import DEADLINE_VARIABLE
-from eks_inference.cli.upload_lease import LEASE_S, LOCK_SUFFIX
+from eks_inference.ops.aws.deadlines import DEADLINE_VARIABLE
+from eks_inference.ops.upload import lease as upload_lease
+from eks_inference.ops.upload.lease import LEASE_S, LOCK_SUFFIX
 
 from .conftest import BUCKET, PART_SIZE, REPO_ROOT, ApiCalls
 from .test_upload_integrity import (

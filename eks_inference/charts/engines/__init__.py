@@ -4,22 +4,9 @@
 - :mod:`~eks_inference.charts.engines.rayservice`: ``engine: rayservice``, Ray Serve on a
   KubeRay RayService.
 
-An engine extends :class:`~eks_inference.charts.engines.base.ServingEngine`. The package
-registers the built-in engines when it is first imported (importing :mod:`eks_inference`
-does), so that a spec naming one validates; another engine is one more module and one more
-entry in :data:`BUILT_IN_ENGINES`, or, outside the package, one call to
-``ENGINES.register``.
+An engine extends :class:`~eks_inference.charts.engines.base.ServingEngine`.
+:mod:`~eks_inference.charts.engines.built_in` registers the package's own, on the registry's
+first use; another engine is one more module and one more entry in its
+:data:`~eks_inference.charts.engines.built_in.BUILT_IN_ENGINES`, or, outside the package, one
+call to ``ENGINES.register``.
 """
-
-from __future__ import annotations
-
-from eks_inference.charts.engines.base import ServingEngine
-from eks_inference.charts.engines.rayservice import RayServiceEngine
-from eks_inference.charts.engines.vllm import VllmEngine
-from eks_inference.spec.engines import ENGINES
-
-#: The engines the package serves with, in the order ``eks-inference schema`` lists them.
-BUILT_IN_ENGINES: tuple[ServingEngine, ...] = (VllmEngine(), RayServiceEngine())
-
-for _engine in BUILT_IN_ENGINES:
-    ENGINES.register(_engine)

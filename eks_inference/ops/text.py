@@ -1,5 +1,6 @@
-"""Small wording helpers shared by the commands' output, and the one place text from outside
-the CLI is made safe to print."""
+"""Small wording helpers shared by the commands' messages, and the one place text from outside
+the CLI is made safe to quote and print (the consoles of :mod:`eks_inference.cli.console` pass
+everything they print through :func:`printable` and :func:`redact_urls`)."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def plural(count: int, noun: str) -> str:
 # -- text from outside (servers, S3 listings, AWS messages, file names) ----------------------
 #
 # Anything the CLI did not write itself may carry terminal escapes, bidi overrides or secrets.
-# Every printer (the error line in ``main``, the consoles of ``console``) passes its text
-# through :func:`terminal_safe`; text quoted into a one-line message goes through
+# Every printer (the error line in ``cli.main``, the consoles of ``cli.console``) passes its
+# text through ``cli.console.terminal_safe``; text quoted into a one-line message goes through
 # :func:`quote_external` first, which also bounds it.
 
 MAX_QUOTED_CHARS = 200
@@ -136,10 +137,3 @@ def quote_external(text: str, *, secrets: Iterable[str] = (), limit: int = MAX_Q
     """
     line = printable(" ".join(redact_urls(redact(text, secrets)).split()))
     return line if len(line) <= limit else f"{line[: limit - 3]}..."
-
-
-def terminal_safe(text: str) -> str:
-    """What any printer of the CLI writes for ``text``: URL credentials redacted and escapes
-    shown escaped (lines and tabs kept). The last line of defence; text from outside should
-    already have gone through :func:`quote_external` where it was put into a message."""
-    return printable(redact_urls(text), keep_lines=True)

@@ -1,4 +1,4 @@
-"""``models``: ask a deployed OpenAI-compatible endpoint which models it serves.
+"""Asking a deployed OpenAI-compatible endpoint which models it serves (``models``).
 
 ``GET <base URL>/models`` with ``Authorization: Bearer <key>``, the key read from an
 environment variable (never from the command line, where it would land in the shell's
@@ -11,7 +11,7 @@ request, answer) end within ``deadline``, so that a server answering a byte at a
 keep the command running; at most :data:`MAX_RESPONSE_BYTES` are read, JSON nested deeper
 than :data:`MAX_JSON_DEPTH` is refused before it is parsed, and no redirect is followed.
 Whatever the server sends (error bodies, reason phrases, model ids) is printed only through
-:mod:`eks_inference.cli.text`: bounded, escapes shown escaped, and with the key redacted
+:mod:`eks_inference.ops.text`: bounded, escapes shown escaped, and with the key redacted
 should the server echo it. Every failure is one line: bad input (a malformed URL or host, a
 missing key) exits with 2, an endpoint that cannot be reached or answers wrongly with 1.
 """
@@ -31,11 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from rich.markup import escape
-from rich.table import Table
-
-from eks_inference.cli.errors import BadInput, CommandFailed
-from eks_inference.cli.text import quote_external, redact_url
+from eks_inference.ops.errors import BadInput, CommandFailed
+from eks_inference.ops.text import quote_external, redact_url
 
 # A model list is a few hundred bytes per model; anything past this is not one.
 MAX_RESPONSE_BYTES = 1024 * 1024
@@ -384,18 +381,3 @@ def _parse_models(endpoint: Endpoint, body: bytes, secrets: tuple[str, ...]) -> 
         )
         for model in data
     ]
-
-
-def models_table(endpoint: Endpoint, models: list[ServedModel]) -> Table:
-    """The served models, one row each, under a title naming the endpoint."""
-    table = Table(title=f"{endpoint.url}: {len(models)} served", title_justify="left")
-    table.add_column("model", no_wrap=True)
-    table.add_column("owned by", no_wrap=True)
-    table.add_column("max model len", justify="right", no_wrap=True)
-    for model in models:
-        table.add_row(
-            escape(model.id),
-            escape(model.owned_by or "-"),
-            "-" if model.max_model_len is None else f"{model.max_model_len:,}",
-        )
-    return table

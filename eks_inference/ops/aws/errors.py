@@ -1,16 +1,8 @@
-"""The one place the CLI creates AWS clients, and how AWS errors read.
+"""How AWS failures read: one short, actionable line naming the service asked.
 
-Clients come from a :class:`boto3.Session`, so the standard configuration applies unchanged:
-profiles (``AWS_PROFILE`` or ``--profile``), ``AWS_DEFAULT_REGION``, credentials from the
-usual chain, and ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>`` (honoured by boto3
-itself, which is how tests point the CLI at a local S3/EC2 emulator).
-
-Every request has a bounded wait: botocore's standard retry mode (3 attempts unless
-``AWS_MAX_ATTEMPTS`` or the profile says otherwise, exponential backoff with jitter) and
-connect and read timeouts of ``EKS_INFERENCE_AWS_TIMEOUT`` seconds (default 30), so an
-endpoint that accepts connections and never answers fails a command within about
-``attempts x timeout`` instead of hanging it. An endpoint that answers a byte at a time is
-bounded by the total deadlines of :mod:`eks_inference.cli.aws_deadline`.
+A service's message is quoted shortened, with escapes shown escaped and credentials redacted;
+a web page that answered instead of AWS (a proxy's, a load balancer's) is summarised as its
+HTTP status, never quoted, and never read as AWS's own AccessDenied or NoSuchBucket.
 """
 
 from __future__ import annotations
@@ -19,32 +11,22 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http import HTTPStatus
-from typing import Any
 from urllib.parse import urlsplit
 
-import boto3  # type: ignore[import-untyped]
-from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import (  # type: ignore[import-untyped]
     BotoCoreError,
     ClientError,
     ConnectTimeoutError,
     EndpointConnectionError,
-    InvalidRetryConfigurationError,
     NoCredentialsError,
-    NoRegionError,
-    ProfileNotFound,
     ReadTimeoutError,
 )
 from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 
-from eks_inference.cli.aws_deadline import Deadlines, seconds_setting
-from eks_inference.cli.errors import BadInput, CommandFailed
-from eks_inference.cli.text import quote_external, redact_url
+from eks_inference.ops.aws.deadlines import TIMEOUT_VARIABLE, request_timeout
+from eks_inference.ops.errors import CommandFailed
+from eks_inference.ops.text import quote_external, redact_url
 
-TIMEOUT_VARIABLE = "EKS_INFERENCE_AWS_TIMEOUT"
-DEFAULT_TIMEOUT_S = 30.0
-# A wait longer than an hour is a hang by another name.
-_MAX_TIMEOUT_S = 3600.0
 _HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 _MARKUP = re.compile(r"<\s*(!doctype|html|head|body|title)\b", re.IGNORECASE)
 
@@ -66,79 +48,6 @@ _BAD_CREDENTIALS = {
     "UnrecognizedClientException",
 }
 _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "TooManyRequestsException"}
-
-
-class Aws:
-    """Clients from one session, so that every call of a command uses the same identity.
-
-    All of them share one set of :class:`~eks_inference.cli.aws_deadline.Deadlines`, made
-    with the first client: the command's budget counts from then.
-    """
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self._deadlines: Deadlines | None = None
-
-    @property
-    def deadlines(self) -> Deadlines:
-        """The request and command deadlines every client of this session obeys."""
-        if self._deadlines is None:
-            self._deadlines = Deadlines(request_timeout())
-        return self._deadlines
-
-    def client(
-        self, service: str, region: str | None = None, max_connections: int | None = None
-    ) -> Any:
-        """A client for ``service``, in ``region`` or the session's default region.
-
-        Retries (mode and attempts) are left to botocore's configuration chain, whose default
-        is the standard mode; timeouts are :func:`request_timeout`, and every request and the
-        command as a whole have the total deadlines of :attr:`deadlines`. ``max_connections``
-        sizes the connection pool for that many requests at once (botocore's default is 10).
-        """
-        timeout = request_timeout()
-        deadlines = self.deadlines
-        options: dict[str, Any] = {}
-        if max_connections is not None:
-            options["max_pool_connections"] = max_connections
-        config = Config(
-            connect_timeout=timeout,
-            read_timeout=timeout,
-            user_agent_extra="eks-inference",
-            **options,
-        )
-        try:
-            client = self.session.client(service, region_name=region, config=config)
-            deadlines.install(client)
-            return client
-        except NoRegionError:
-            raise BadInput(
-                "no AWS region configured; set AWS_DEFAULT_REGION or a profile's region"
-            ) from None
-        except (ValueError, InvalidRetryConfigurationError) as error:
-            # botocore reads these settings only here: AWS_MAX_ATTEMPTS=abc is a ValueError.
-            raise BadInput(
-                f"the AWS configuration is invalid ({_one_line(str(error))}); check "
-                "AWS_MAX_ATTEMPTS, AWS_RETRY_MODE, AWS_ENDPOINT_URL and the profile"
-            ) from None
-
-
-def request_timeout() -> float:
-    """Seconds a request waits to connect, and then for each next byte of the answer.
-
-    ``EKS_INFERENCE_AWS_TIMEOUT`` overrides the default of 30 s: a busy link may need more,
-    a test of a stalled endpoint less.
-    """
-    value = seconds_setting(TIMEOUT_VARIABLE, _MAX_TIMEOUT_S)
-    return DEFAULT_TIMEOUT_S if value is None else value
-
-
-def connect(profile: str | None = None) -> Aws:
-    """A session with the standard configuration, or ``profile`` from the config files."""
-    try:
-        return Aws(boto3.Session(profile_name=profile))
-    except ProfileNotFound:
-        raise BadInput(f"AWS profile {profile!r} not found in the AWS config files") from None
 
 
 def error_code(error: BaseException) -> str | None:
@@ -166,7 +75,7 @@ def describe_error(error: BaseException, service: str = "AWS") -> str:
     if from_web_page(error):
         return _http_summary(error, service)
     if code is not None:
-        message = _one_line(_service_message(error))
+        message = one_line(_service_message(error))
         if code in _DENIED:
             return f"access denied ({code}); the credentials' IAM policy does not allow it"
         if code in _BAD_CREDENTIALS:
@@ -191,7 +100,7 @@ def describe_error(error: BaseException, service: str = "AWS") -> str:
         )
     if isinstance(error, EndpointConnectionError):
         return f"cannot reach the AWS endpoint ({_endpoint(error)})"
-    return _one_line(str(error)) or type(error).__name__
+    return one_line(str(error)) or type(error).__name__
 
 
 def _endpoint(error: BaseException) -> str:
@@ -207,7 +116,7 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else url
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """The first line of ``text`` (a service's or botocore's message) made fit to quote:
     shortened, escapes shown escaped, URL credentials and echoed credential headers redacted."""
     lines = text.strip().splitlines()
@@ -237,7 +146,7 @@ def _page_title(error: BaseException) -> str | None:
     body = _service_message(error) or (str(error) if isinstance(error, ResponseParserError) else "")
     match = _HTML_TITLE.search(body)
     if match:
-        return _one_line(" ".join(match.group(1).split()))
+        return one_line(" ".join(match.group(1).split()))
     return "" if _MARKUP.search(body) else None
 
 

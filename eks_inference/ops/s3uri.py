@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eks_inference.aws_types import bucket_name_problem, key_prefix_problem
-from eks_inference.cli.errors import BadInput
+from eks_inference.ops.errors import BadInput
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,17 @@
-"""The output-safety helpers every printer of the CLI uses: escapes, URL credentials, secrets."""
+"""The output-safety helpers every message and printer of the CLI uses: escapes, URL
+credentials, secrets."""
 
 from __future__ import annotations
 
 import pytest
 
-from eks_inference.cli.text import (
+from eks_inference.ops.text import (
     MAX_QUOTED_CHARS,
     printable,
     quote_external,
     redact,
     redact_url,
     redact_urls,
-    terminal_safe,
 )
 
 
@@ -90,9 +90,3 @@ def test_quote_external_redacts_before_it_shortens() -> None:
     secret = "s" * 40
     quoted = quote_external("x" * (MAX_QUOTED_CHARS - 10) + secret, secrets=[secret])
     assert quoted == "x" * (MAX_QUOTED_CHARS - 10) + "***"
-
-
-def test_terminal_safe_keeps_the_layout_of_a_listing() -> None:
-    assert terminal_safe("error: 2 problems:\n  http://u:p@h/\x1b[2J") == (
-        "error: 2 problems:\n  http://h/\\x1b[2J"
-    )

@@ -1,4 +1,4 @@
-"""Total deadlines for AWS requests and for a command's AWS work as a whole.
+"""How long AWS requests may wait: for each byte, each request, and a command's AWS work.
 
 botocore's connect and read timeouts bound each wait for a byte, not a request: an endpoint
 that answers one byte every few seconds keeps a request alive forever, retries included. Here
@@ -10,7 +10,8 @@ they are sent, except cleanup: a ``DELETE`` (aborting a multipart upload, releas
 lease) may still start for one more request deadline, so a run stopped by its deadline leaves no
 parts billed and no lease blocking the prefix behind it.
 
-The deadlines:
+The per-wait timeout every client is configured with is :func:`request_timeout`
+(``EKS_INFERENCE_AWS_TIMEOUT`` seconds, default 30). The deadlines:
 
 * a request gets twice the per-wait timeout (``EKS_INFERENCE_AWS_TIMEOUT``) plus one second
   per MiB it sends, so an upload part of 64 MiB on a slow 1 MiB/s link still fits;
@@ -37,7 +38,12 @@ from botocore.awsrequest import (  # type: ignore[import-untyped]
     AWSHTTPSConnectionPool,
 )
 
-from eks_inference.cli.errors import BadInput, CommandFailed, Interrupted
+from eks_inference.ops.errors import BadInput, CommandFailed, Interrupted
+
+TIMEOUT_VARIABLE = "EKS_INFERENCE_AWS_TIMEOUT"
+DEFAULT_TIMEOUT_S = 30.0
+# A wait longer than an hour is a hang by another name.
+_MAX_TIMEOUT_S = 3600.0
 
 DEADLINE_VARIABLE = "EKS_INFERENCE_AWS_DEADLINE"
 DEFAULT_COMMAND_DEADLINE_S = 600.0
@@ -73,6 +79,16 @@ def seconds_setting(variable: str, maximum: float) -> float | None:
 def command_deadline_setting() -> float | None:
     """``EKS_INFERENCE_AWS_DEADLINE`` in seconds, or None when it is not set."""
     return seconds_setting(DEADLINE_VARIABLE, _MAX_DEADLINE_S)
+
+
+def request_timeout() -> float:
+    """Seconds a request waits to connect, and then for each next byte of the answer.
+
+    ``EKS_INFERENCE_AWS_TIMEOUT`` overrides the default of 30 s: a busy link may need more,
+    a test of a stalled endpoint less.
+    """
+    value = seconds_setting(TIMEOUT_VARIABLE, _MAX_TIMEOUT_S)
+    return DEFAULT_TIMEOUT_S if value is None else value
 
 
 class Deadlines:

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from eks_inference.cli.plan import plan_platform
+from eks_inference.ops.plan import plan_platform
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.spec.routes import key_in_clear_warnings
 

@@ -40,9 +40,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from eks_inference.cli.aws import aws_errors, describe_error, error_code, is_not_found
-from eks_inference.cli.errors import CommandFailed
-from eks_inference.cli.s3uri import S3Prefix
+from eks_inference.ops.aws.errors import aws_errors, describe_error, error_code, is_not_found
+from eks_inference.ops.errors import CommandFailed
+from eks_inference.ops.s3uri import S3Prefix
 
 LOCK_SUFFIX = ".eks-inference-upload.lock"
 LEASE_S = 300

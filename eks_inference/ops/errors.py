@@ -1,28 +1,44 @@
-"""The two ways a command fails, and how a failure is shown: one line, never a traceback.
+"""The two ways an operation fails, each with the exit code its command ends with.
 
 Bad input (an unknown model, a malformed S3 URI, an invalid platform file) exits with 2, as
 click does for usage errors; a command that ran and found a problem (a refused upload, an AWS
-error, a failed preflight) exits with 1.
+error, a failed preflight) exits with 1. The message is the one line the command prints
+(:mod:`eks_inference.cli.main` shows it as ``error: ...``, never with a traceback); these
+classes carry no presentation, so the operations stay free of the CLI framework.
 """
 
 from __future__ import annotations
 
 from pydantic import ValidationError
-from typer import TyperException
 
-from eks_inference.cli.text import quote_external
+from eks_inference.ops.text import quote_external
 
 # Validation errors beyond this many are counted rather than listed, to keep the line short.
 _MAX_LISTED_ERRORS = 8
 
 
-class BadInput(TyperException):
+class OperationError(Exception):
+    """A failure to report as its message alone, and the exit code that goes with it."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def format_message(self) -> str:
+        """The message as the command prints it."""
+        return self.message
+
+
+# The two kinds keep the names the commands and the CDK app have always caught them by.
+class BadInput(OperationError):  # noqa: N818
     """The command was given something it cannot use; exit code 2, as for usage errors."""
 
     exit_code = 2
 
 
-class CommandFailed(TyperException):
+class CommandFailed(OperationError):  # noqa: N818
     """The command ran and failed; exit code 1. The message may span lines (a listing)."""
 
     exit_code = 1

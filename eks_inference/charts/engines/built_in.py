@@ -1,0 +1,19 @@
+"""The package's engines, registered in :data:`eks_inference.spec.engines.ENGINES`.
+
+The package root has the registry import this module on its first use, so a spec naming a
+built-in engine validates however the package was entered.
+"""
+
+
+from __future__ import annotations
+
+from eks_inference.charts.engines.base import ServingEngine
+from eks_inference.charts.engines.rayservice import RayServiceEngine
+from eks_inference.charts.engines.vllm import VllmEngine
+from eks_inference.spec.engines import ENGINES
+
+#: The engines the package serves with, in the order ``eks-inference schema`` lists them.
+BUILT_IN_ENGINES: tuple[ServingEngine, ...] = (VllmEngine(), RayServiceEngine())
+
+for _engine in BUILT_IN_ENGINES:
+    ENGINES.register(_engine)

@@ -1,0 +1,112 @@
+"""How a plan reads as text: the cells, column headers and notes that the terminal tables and
+the Markdown of :mod:`eks_inference.cli.plan_render` both show."""
+
+from __future__ import annotations
+
+from eks_inference.catalog.spot_prices import SPOT_PRICES_DATE
+from eks_inference.metrics import metric_names
+from eks_inference.ops.plan import ConfigurationPlan, DeploymentPlan, PoolPlan
+
+BOUND_NOTE = (
+    "Decode throughput is a memory-bandwidth bound for one node with all its replicas, every "
+    "sequence at max_model_len: a ceiling, not a benchmark. $ per 1M tokens = node $/hour / "
+    "(tokens/s x 3600) x 1e6, at on-demand catalog prices (us-east-1), or for SPOT pools at "
+    f"the catalog's spot prices of {SPOT_PRICES_DATE} (median over us-east-1 zones; "
+    "--spot-price overrides them)."
+)
+
+
+WATCH_NOTE = (
+    "Per deployment, the metrics on its Grafana dashboard that matter most and the thresholds "
+    "its alerts and autoscaler act on (eks_inference/signals.py)."
+)
+
+
+def money(value: float) -> str:
+    """``12.98127`` -> ``$12.98``."""
+    return f"${value:,.2f}"
+
+
+def rate(value: float) -> str:
+    """Tokens per second, whole and grouped: ``10,171``."""
+    return f"{value:,.0f}"
+
+
+def memory(plan: ConfigurationPlan) -> str:
+    """Weights plus worst-case KV cache against the TP group's memory."""
+    return (
+        f"{plan.required_gib:.1f} / {plan.accelerator_memory_gib:.0f} GiB "
+        f"({plan.memory_utilization:.0%})"
+    )
+
+
+def fit(plan: ConfigurationPlan) -> str:
+    return "yes" if plan.fits else "NO"
+
+
+def deployment_cells(d: DeploymentPlan) -> list[str]:
+    c = d.configuration
+    return [
+        d.name,
+        c.instance_type,
+        str(c.tensor_parallel_size),
+        str(c.replicas_per_node),
+        f"{d.nodes_min}-{d.nodes_max}",
+        memory(c),
+        fit(c),
+        rate(c.decode_tokens_per_second_bound),
+        money(d.price_per_hour_min),
+        money(d.price_per_hour_max),
+        money(c.cost_per_million_tokens),
+    ]
+
+
+DEPLOYMENT_HEADERS = (
+    "deployment",
+    "instance",
+    "TP",
+    "replicas/node",
+    "nodes",
+    "memory (weights+KV / TP group)",
+    "fits",
+    "decode bound tok/s",
+    "$/h min",
+    "$/h max",
+    "$/1M tok",
+)
+POOL_HEADERS = ("pool", "instance", "capacity", "nodes", "$/h node", "$/h min", "$/h max")
+NUMERIC = {
+    "TP",
+    "replicas/node",
+    "nodes",
+    "decode bound tok/s",
+    "$/h min",
+    "$/h max",
+    "$/1M tok",
+    "$/h node",
+}
+
+
+def pool_cells(p: PoolPlan) -> list[str]:
+    """A pool's row: its capacity types in order of preference, spot prices marked."""
+    spot = " (spot)" if p.price_source.startswith("spot") else ""
+    return [
+        p.name,
+        p.instance_type,
+        " > ".join((p.capacity_type, *p.fallback_capacity_types)),
+        f"{p.min_size}-{p.max_size}",
+        money(p.price_per_hour) + spot,
+        money(p.price_per_hour_min),
+        money(p.price_per_hour_max),
+    ]
+
+
+WATCH_HEADERS = ("deployment", "signal", "metric", "threshold", "then")
+
+
+def watch_rows(d: DeploymentPlan) -> list[list[str]]:
+    """One row per watched signal: the metrics its query reads, and the threshold chosen."""
+    return [
+        [d.name, w.signal, ", ".join(sorted(metric_names(w.query))), w.threshold, w.consequence]
+        for w in d.watch
+    ]
