@@ -58,7 +58,6 @@ from eks_inference.spec.node_pools import (
     KarpenterPool,
     NodePool,
     karpenter_pools,
-    system_pool_of,
 )
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.versions import EKS_AL2023_AMI_RELEASE
@@ -310,7 +309,7 @@ class KarpenterChart(ObjectsChart):
 
 def karpenter_chart(app: cdk8s.App, platform: PlatformSpec) -> KarpenterChart | None:
     """The :class:`KarpenterChart` of ``platform`` in ``app``; ``None`` with managed node groups."""
-    if platform.node_provisioning != "karpenter":
+    if not platform.node_provisioning.uses_karpenter:
         return None
     return KarpenterChart(
         app,
@@ -329,8 +328,8 @@ def rendered_platform_offers(platform: PlatformSpec) -> tuple[NodeOffer, ...]:
 def platform_offers(
     platform: PlatformSpec, karpenter: Sequence[NodeOffer] = ()
 ) -> tuple[NodeOffer, ...]:
-    """Every provisioner of ``platform``: a managed node group per pool, or in Karpenter mode
-    the system pool's and ``karpenter`` (the offers of its :class:`KarpenterChart`)."""
-    if platform.node_provisioning == "managed":
-        return tuple(managed_offer(p) for p in platform.node_pools)
-    return (managed_offer(system_pool_of(platform.node_pools)), *karpenter)
+    """Every provisioner of ``platform``: the managed node groups of its pools (every pool,
+    or in Karpenter mode the system pool) and ``karpenter`` (the offers of its
+    :class:`KarpenterChart`, none with managed node groups)."""
+    managed = platform.node_provisioning.managed_pools(platform.node_pools)
+    return (*(managed_offer(p) for p in managed), *karpenter)

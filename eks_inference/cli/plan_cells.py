@@ -18,7 +18,7 @@ BOUND_NOTE = (
 
 WATCH_NOTE = (
     "Per deployment, the metrics on its Grafana dashboard that matter most and the thresholds "
-    "its alerts and autoscaler act on (eks_inference/signals.py)."
+    "its alerts and autoscaler act on (eks_inference/observability/signals.py)."
 )
 
 

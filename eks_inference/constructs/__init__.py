@@ -1,26 +1,63 @@
 """Reusable CDK constructs: the inference cluster, its node groups and add-ons, the model bucket
 and the model deployments served on them."""
 
-from eks_inference.constructs.addons import InferenceAddons
-from eks_inference.constructs.api_keys import ApiKeys
-from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
-from eks_inference.constructs.karpenter import KarpenterNodeProvisioning
-from eks_inference.constructs.load_balancer_controller import LoadBalancerController
+from eks_inference.constructs.addons import (
+    ApiKeys,
+    ClusterAutoscaler,
+    InferenceAddons,
+    InferenceObservability,
+    KarpenterNodeProvisioning,
+    KubeRay,
+    LoadBalancerController,
+    MountpointS3Csi,
+    NeuronDevicePlugin,
+    NvidiaDevicePlugin,
+    PlatformAddons,
+)
+from eks_inference.constructs.addons.api_keys import ApiKeysOptions
+from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscalerOptions
+from eks_inference.constructs.addons.helm import PinnedHelmChart
+from eks_inference.constructs.addons.karpenter import KarpenterOptions
+from eks_inference.constructs.addons.kuberay import KubeRayOptions
+from eks_inference.constructs.addons.load_balancer_controller import (
+    LoadBalancerControllerOptions,
+)
+from eks_inference.constructs.addons.mountpoint import MountpointS3CsiOptions
+from eks_inference.constructs.addons.neuron import NeuronDevicePluginOptions
+from eks_inference.constructs.addons.nvidia import NvidiaDevicePluginOptions
+from eks_inference.constructs.addons.observability import ObservabilityOptions
+from eks_inference.constructs.cluster import EksAddon, InferenceCluster, PodIdentity
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.constructs.model_deployment import ModelDeployment, NeuronRayImage
 from eks_inference.constructs.nodegroups import PoolNodegroup, cluster_autoscaler_tags
-from eks_inference.constructs.observability import InferenceObservability
 
 __all__ = [
     "ApiKeys",
+    "ApiKeysOptions",
+    "ClusterAutoscaler",
+    "ClusterAutoscalerOptions",
+    "EksAddon",
     "InferenceAddons",
     "InferenceCluster",
     "InferenceObservability",
     "KarpenterNodeProvisioning",
+    "KarpenterOptions",
+    "KubeRay",
+    "KubeRayOptions",
     "LoadBalancerController",
+    "LoadBalancerControllerOptions",
     "ModelBucket",
     "ModelDeployment",
+    "MountpointS3Csi",
+    "MountpointS3CsiOptions",
+    "NeuronDevicePlugin",
+    "NeuronDevicePluginOptions",
     "NeuronRayImage",
+    "NvidiaDevicePlugin",
+    "NvidiaDevicePluginOptions",
+    "ObservabilityOptions",
+    "PinnedHelmChart",
+    "PlatformAddons",
     "PodIdentity",
     "PoolNodegroup",
     "cluster_autoscaler_tags",

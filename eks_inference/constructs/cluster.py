@@ -33,12 +33,8 @@ from eks_inference.constructs._nag import (
 )
 from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE, VPC_CIDR
-from eks_inference.spec.node_pools import (
-    NodePool,
-    NodeProvisioning,
-    managed_node_group_problems,
-    system_pool_of,
-)
+from eks_inference.spec.node_pools import NodePool, managed_node_group_problems, system_pool_of
+from eks_inference.spec.provisioning import NodeProvisioning
 
 # The VPC CNI's policy is not among them: the CNI gets it through Pod Identity, so that no
 # pod on a node holds the permission to rewire the VPC's network interfaces.
@@ -143,7 +139,7 @@ class InferenceCluster(Construct):
     * the EKS Pod Identity Agent add-on: pods get AWS credentials through Pod Identity
       (:meth:`add_pod_identity`), which needs no OIDC provider and no role annotation;
     * one managed node group per pool (:class:`PoolNodegroup`) sharing one node role; with
-      ``node_provisioning="karpenter"`` the system pool's only, the other pools' nodes coming
+      ``NodeProvisioning.KARPENTER`` the system pool's only, the other pools' nodes coming
       from Karpenter;
     * the ``inference`` namespace (the charts' ``NamespaceChart``), applied as a manifest
       that deployments depend on (:meth:`namespace`);
@@ -170,7 +166,7 @@ class InferenceCluster(Construct):
         availability_zones: Sequence[str] | None = None,
         public_access_cidrs: Sequence[str] | None = None,
         admin_role_arn: str | None = None,
-        node_provisioning: NodeProvisioning = "managed",
+        node_provisioning: NodeProvisioning = NodeProvisioning.MANAGED,
     ) -> None:
         """Build the cluster.
 
@@ -192,10 +188,11 @@ class InferenceCluster(Construct):
         :param public_access_cidrs: CIDRs allowed to reach a public endpoint; default: none,
             the endpoint is private.
         :param admin_role_arn: IAM role given cluster-admin through an access entry.
-        :param node_provisioning: ``managed`` (default): a managed node group per pool, for
-            the Cluster Autoscaler; ``karpenter``: a managed node group for the system pool
-            only, which runs Karpenter; the other pools' nodes come from Karpenter
-            (:class:`~eks_inference.constructs.karpenter.KarpenterNodeProvisioning`).
+        :param node_provisioning: ``NodeProvisioning.MANAGED`` (default): a managed node
+            group per pool, for the Cluster Autoscaler; ``NodeProvisioning.KARPENTER``: a
+            managed node group for the system pool only, which runs Karpenter; the other
+            pools' nodes come from Karpenter
+            (:class:`~eks_inference.constructs.addons.karpenter.KarpenterNodeProvisioning`).
         """
         super().__init__(scope, construct_id)
         if not node_pools:
@@ -215,8 +212,9 @@ class InferenceCluster(Construct):
         self.kubernetes_version = kubernetes_version
         self.release = kubernetes_release(kubernetes_version)
         self.node_pools: tuple[NodePool, ...] = tuple(node_pools)
-        self.node_provisioning: NodeProvisioning = node_provisioning
-        managed_pools = self.node_pools if node_provisioning == "managed" else (self.system_pool,)
+        # A string from an untyped caller is checked here, with the modes it may name.
+        self.node_provisioning = NodeProvisioning(node_provisioning)
+        managed_pools = self.node_provisioning.managed_pools(self.node_pools)
         for pool in managed_pools:
             for field, problem in managed_node_group_problems(pool).items():
                 raise ValueError(f"{field}: {problem}")
@@ -272,8 +270,10 @@ class InferenceCluster(Construct):
                     )
                 ],
             )
-        self.pod_identity_agent = self.add_eks_addon(
+        self.pod_identity_agent: eks.Addon = EksAddon(
+            self,
             "PodIdentityAgent",
+            cluster=self,
             addon_name="eks-pod-identity-agent",
             addon_version=versions.EKS_POD_IDENTITY_AGENT_ADDON_VERSION,
         )
@@ -349,8 +349,10 @@ class InferenceCluster(Construct):
             "The AWS managed policy the VPC CNI needs to manage pod network interfaces; AWS "
             "keeps it current with the CNI. It is held by the CNI's own service account only.",
         )
-        addon = self.add_eks_addon(
+        addon = EksAddon(
+            self,
             "VpcCni",
+            cluster=self,
             addon_name="vpc-cni",
             addon_version=versions.VPC_CNI_ADDON_VERSION,
             identity=(role, _VPC_CNI_SERVICE_ACCOUNT),
@@ -358,52 +360,6 @@ class InferenceCluster(Construct):
             configuration_values=_VPC_CNI_CONFIGURATION,
         )
         return role, addon
-
-    def add_eks_addon(
-        self,
-        construct_id: str,
-        *,
-        addon_name: str,
-        addon_version: str,
-        identity: tuple[iam.IRole, str] | None = None,
-        overwrite: bool = False,
-        configuration_values: Mapping[str, str] | None = None,
-        scope: Construct | None = None,
-    ) -> eks.Addon:
-        """An EKS managed add-on of this cluster, in ``scope`` (default: this construct).
-
-        With ``identity`` (a role and the add-on's service account) the add-on's own Pod
-        Identity association gives the role to that account, and the add-on waits for the Pod
-        Identity agent: ``eks.Addon`` has no property for it, its CloudFormation resource has.
-        ``overwrite`` takes over an installation EKS made itself (the VPC CNI).
-        ``configuration_values`` are the add-on's own settings (its configuration schema). The
-        add-on is removed with the stack (``preserve_on_delete=False``): it holds no data.
-        """
-        addon = eks.Addon(
-            scope or self,
-            construct_id,
-            cluster=self.eks_cluster,
-            addon_name=addon_name,
-            addon_version=addon_version,
-            configuration_values=configuration_values,
-            preserve_on_delete=False,
-        )
-        if identity is None and not overwrite:
-            return addon
-        cfn_addon = addon.node.default_child
-        if not isinstance(cfn_addon, eks.CfnAddon):
-            raise TypeError(f"unexpected default child of eks.Addon: {cfn_addon!r}")
-        if overwrite:
-            cfn_addon.resolve_conflicts = "OVERWRITE"
-        if identity is not None:
-            role, service_account = identity
-            cfn_addon.pod_identity_associations = [
-                eks.CfnAddon.PodIdentityAssociationProperty(
-                    role_arn=role.role_arn, service_account=service_account
-                )
-            ]
-            addon.node.add_dependency(self.pod_identity_agent)
-        return addon
 
     @property
     def eks_cluster(self) -> eks.ICluster:
@@ -595,3 +551,52 @@ class InferenceCluster(Construct):
                 "operators on those networks run kubectl without a VPN; it is authenticated "
                 "by IAM.",
             )
+
+
+class EksAddon(eks.Addon):
+    """An EKS managed add-on of an :class:`InferenceCluster`, removed with the stack.
+
+    With ``identity`` (a role and the add-on's service account) the add-on's own Pod Identity
+    association gives the role to that account, and the add-on waits for the cluster's Pod
+    Identity agent: ``eks.Addon`` has no property for it, its CloudFormation resource has.
+    ``overwrite`` takes over an installation EKS made itself (the VPC CNI).
+    ``configuration_values`` are the add-on's own settings (its configuration schema). The
+    add-on is deleted with the stack (``preserve_on_delete=False``): it holds no data.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: InferenceCluster,
+        addon_name: str,
+        addon_version: str,
+        identity: tuple[iam.IRole, str] | None = None,
+        overwrite: bool = False,
+        configuration_values: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            cluster=cluster.eks_cluster,
+            addon_name=addon_name,
+            addon_version=addon_version,
+            configuration_values=configuration_values,
+            preserve_on_delete=False,
+        )
+        if identity is None and not overwrite:
+            return
+        cfn_addon = self.node.default_child
+        if not isinstance(cfn_addon, eks.CfnAddon):
+            raise TypeError(f"unexpected default child of eks.Addon: {cfn_addon!r}")
+        if overwrite:
+            cfn_addon.resolve_conflicts = "OVERWRITE"
+        if identity is not None:
+            role, service_account = identity
+            cfn_addon.pod_identity_associations = [
+                eks.CfnAddon.PodIdentityAssociationProperty(
+                    role_arn=role.role_arn, service_account=service_account
+                )
+            ]
+            self.node.add_dependency(cluster.pod_identity_agent)

@@ -21,7 +21,7 @@ from eks_inference import names
 from eks_inference.charts.autoscaling import ROLE as AUTOSCALING_ROLE
 from eks_inference.charts.chart import DeploymentChart
 from eks_inference.charts.common import RenderContext
-from eks_inference.charts.contract import MountedPrefix, SecretNeed, ServiceAccountNeed
+from eks_inference.charts.contract import MountedPrefix, ServiceAccountNeed
 from eks_inference.charts.deployment import (
     compile_job_charts,
     deployment_charts,
@@ -30,10 +30,8 @@ from eks_inference.charts.deployment import (
     observability_charts,
 )
 from eks_inference.charts.engines.base import serving_engine
-from eks_inference.constructs.addons import InferenceAddons
-from eks_inference.constructs.api_keys import ApiKeys
+from eks_inference.constructs.addons import InferenceObservability, PlatformAddons, require
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
-from eks_inference.constructs.load_balancer_controller import LoadBalancerController
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.serve.image import (
     NEURON_RAY_IMAGE_CONTEXT,
@@ -98,16 +96,29 @@ class ModelDeployment(Construct):
     """One model server on an :class:`InferenceCluster`: its charts, applied, and its IAM.
 
     Everything it creates follows from the charts' record of what they need from the platform
-    (:class:`~eks_inference.charts.contract.PlatformNeeds`), never from the rendered objects:
+    (:class:`~eks_inference.charts.contract.PlatformNeeds`), never from the rendered objects,
+    and every provider of those needs is found in ``platform``, the record the cluster's
+    add-ons fill (:class:`~eks_inference.constructs.addons.registry.PlatformAddons`). Before
+    anything is created, synth fails:
+
+    * naming the add-on to add, when a need has no provider (a RayService without KubeRay,
+      an Ingress without the Load Balancer Controller, a Secret, a Mountpoint volume, a
+      pool no add-on launches nodes for): :func:`~eks_inference.constructs.addons.require`;
+    * with the pod's field path, when a pod fits no node of the pool it is placed on, or fits
+      a node of another pool (:meth:`PlatformAddons.check_schedulable`), so an app built
+      from the constructs is checked as the reference stack is.
+
+    Then it creates:
 
     * one ``Custom::AWSCDK-EKS-KubernetesResource`` per chart of
-      :func:`~eks_inference.charts.deployment_charts` (Mountpoint volumes, then the vLLM
-      Deployment or the RayService) and, with ``neuron.run_compile_job``, of
-      :func:`~eks_inference.charts.compile_job_charts` (the Neuron compile Job), then of
-      :func:`~eks_inference.charts.observability_charts` (PodMonitors, alert rules and the
-      dashboard, when the cluster has ``InferenceObservability``; the KEDA ScaledObject of
-      an autoscaled standalone vLLM), in that order (:attr:`charts`, :attr:`manifests`),
-      each after what it needs: the namespaces it uses; the Mountpoint driver and its role's
+      :func:`~eks_inference.charts.deployment.deployment_charts` (NetworkPolicies, Mountpoint
+      volumes, then the engine's server: the vLLM Deployment or the RayService) and, with
+      ``neuron.run_compile_job``, of :func:`~eks_inference.charts.deployment.compile_job_charts`
+      (the Neuron compile Job), then of
+      :func:`~eks_inference.charts.deployment.observability_charts` (PodMonitors, alert rules
+      and the dashboard, when the platform has ``InferenceObservability``; the KEDA
+      ScaledObject of an autoscaled standalone vLLM), in that order (:attr:`charts`,
+      :attr:`manifests`), each after what it needs: the namespaces it uses; the Mountpoint driver and its role's
       policy for charts with volumes; the add-on that installs its custom resources (KubeRay
       for a RayService, kube-prometheus-stack for monitors, KEDA); the Pod Identity
       association (and the role) of every identity its pods use, since the Pod Identity
@@ -125,13 +136,15 @@ class ModelDeployment(Construct):
     * read access for the cluster's Mountpoint driver to exactly the prefixes the volumes
       mount (:attr:`mountpoint_prefixes`). The driver's role lives with the add-ons; the
       serving pods of a Mountpoint deployment get no AWS credentials at all;
-    * for a Neuron RayService: the Ray + Neuron image (:class:`NeuronRayImage`, once per stack);
+    * when the engine runs it (a Neuron RayService): the Ray + Neuron image
+      (:class:`NeuronRayImage`, once per stack);
     * with a ``route`` (the deployment is exposed, e.g. ``platform.route(spec)``): the server
       configured for the load balancer and, last, its Ingress
-      (:func:`~eks_inference.charts.endpoint_charts`), applied after the AWS Load Balancer
-      Controller (``load_balancer_controller``), which must outlive it to delete the load
-      balancer; servers that require the API key are applied after the objects that sync it
-      (``api_keys``), since their pods do not start without it.
+      (:func:`~eks_inference.charts.deployment.endpoint_charts`), applied after the AWS Load
+      Balancer Controller (the platform's controller of its IngressClass), which must outlive it to
+      delete the load balancer; servers that require the API key are applied after the
+      objects that sync it (the platform's maker of that Secret, ``ApiKeys``), since their
+      pods do not start without it.
 
     Charts are rendered under a fresh :class:`cdk8s.App` (cdk8s charts must never be created
     under a CDK scope) with the bucket's name and a literal ``region``: the Mountpoint mount
@@ -158,33 +171,31 @@ class ModelDeployment(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: InferenceCluster,
-        addons: InferenceAddons,
+        platform: PlatformAddons,
         bucket: ModelBucket,
         spec: ModelDeploymentSpec,
         placement: Placement,
         region: str | None = None,
         route: Route | None = None,
-        load_balancer_controller: LoadBalancerController | None = None,
-        api_keys: ApiKeys | None = None,
     ) -> None:
         """Render, apply and authorize ``spec``.
 
-        :param cluster: the cluster.
-        :param addons: the cluster's add-ons (KubeRay, Mountpoint driver); the deployment's
-            manifests are applied after those they need.
+        :param platform: the cluster and what its add-ons provide (e.g.
+            ``InferenceAddons(...).platform``, with the optional add-ons registered too); the
+            deployment's manifests are applied after the providers of what they need, and
+            synth fails naming the add-on when there is none.
         :param bucket: the model bucket holding the weights and compiled artifacts.
         :param spec: the deployment.
         :param placement: the node pools of its workers and (Ray) head; they must be pools of
-            ``cluster``, e.g. ``platform.placement(spec)``.
+            the platform's cluster, e.g. ``PlatformSpec.placement(spec)``.
         :param region: the bucket's region, written into the pods' configuration; default:
             the stack's region, which must then be known at synth time.
         :param route: where the deployment is reached on the platform's load balancer
-            (``platform.route(spec)``); default: in-cluster only.
-        :param load_balancer_controller: the controller behind the route's Ingress.
-        :param api_keys: the platform's API key, when the route requires it.
+            (``PlatformSpec.route(spec)``); its Ingress needs a ``LoadBalancerController``
+            and, when it requires the API key, ``ApiKeys``; default: in-cluster only.
         """
         super().__init__(scope, construct_id)
+        cluster = platform.cluster
         for pool in (placement.workers, placement.head):
             if cluster.node_pool(pool.name) != pool:
                 raise ValueError(
@@ -215,7 +226,7 @@ class ModelDeployment(Construct):
         rendered = deployment_charts(app, spec, placement, context, route)
         serving = rendered.charts
         compile_job = compile_job_charts(app, rendered)
-        observed = self._observability(spec, addons, observability_charts(app, rendered))
+        observed = self._observability(spec, platform, observability_charts(app, rendered))
         exposed = endpoint_charts(app, rendered)
         # After the volumes it mounts; serving pods wait for its completion marker. Monitors
         # and the autoscaler come after the pods they watch and the Deployment they scale, the
@@ -227,6 +238,10 @@ class ModelDeployment(Construct):
             + exposed
         )
         self.needs = needs_of(serving + compile_job + observed + exposed)
+        require(platform, self.needs, deployment=spec.name)
+        # A pod no node of its pool can run would be Pending forever: refuse to apply it.
+        platform.check_schedulable(self.needs, deployment=spec.name)
+        mountpoint = platform.mountpoint
 
         identities = {
             need.name: self._add_identity(cluster, bucket, need)
@@ -247,19 +262,20 @@ class ModelDeployment(Construct):
             if self.manifests:
                 # Apply order is list order: a server mounts the claims applied before it.
                 dependencies.append(self.manifests[-1])
-            if needs.mounted_prefixes:
+            # require() made sure the platform has a driver when a chart mounts volumes.
+            if needs.mounted_prefixes and mountpoint is not None:
                 for prefix in _mounted_prefixes(chart.role, needs.mounted_prefixes):
-                    addons.grant_mountpoint_read(prefix)
+                    mountpoint.grant_read(prefix)
                     self.mountpoint_prefixes += (prefix,)
                 # The driver must exist, and be able to read, before a volume is mounted.
-                dependencies += addons.mountpoint_dependencies
-            dependencies += [addons.crd_installer(crd) for crd in needs.custom_resources]
+                dependencies += mountpoint.dependencies
+            dependencies += [platform.crd_installers[crd] for crd in needs.custom_resources]
             for account in needs.service_accounts:
                 identity = identities[account.name]
                 dependencies += [identity.association, identity.role]
-            dependencies += [_secret_maker(spec, api_keys, secret) for secret in needs.secrets]
+            dependencies += [platform.secret_makers[secret] for secret in needs.secrets]
             dependencies += [
-                _ingress_controller(spec, load_balancer_controller, ingress_class)
+                platform.ingress_controllers[ingress_class]
                 for ingress_class in needs.ingress_classes
             ]
             manifest.node.add_dependency(*dependencies)
@@ -267,24 +283,26 @@ class ModelDeployment(Construct):
 
     @staticmethod
     def _observability(
-        spec: ModelDeploymentSpec, addons: InferenceAddons, charts: list[DeploymentChart]
+        spec: ModelDeploymentSpec, platform: PlatformAddons, charts: list[DeploymentChart]
     ) -> list[DeploymentChart]:
-        """The monitoring and autoscaling charts the cluster can apply.
+        """The monitoring and autoscaling charts the platform can apply.
 
-        Monitors, rules and the dashboard are applied when the cluster's add-ons install the
-        Prometheus Operator's CRDs (``InferenceObservability``); without it the deployment is
-        served but not scraped. A ScaledObject cannot be left out that way: an autoscaled
+        Monitors, rules and the dashboard are applied when an add-on of the platform installs
+        the Prometheus Operator's CRDs (``InferenceObservability``); without it the deployment
+        is served but not scraped. A ScaledObject cannot be left out that way: an autoscaled
         Deployment has no replica count of its own, so without KEDA it would never grow.
         """
         kept = []
         for chart in charts:
-            if addons.installs(chart.needs.custom_resources):
+            if platform.installs(chart.needs.custom_resources):
                 kept.append(chart)
             elif chart.role == AUTOSCALING_ROLE:
+                observability = InferenceObservability
                 raise ValueError(
                     f"deployment {spec.name!r}: scaling.autoscale needs KEDA and Prometheus; "
-                    "create InferenceObservability(cluster=..., addons=...) before the "
-                    "deployment, or set scaling.autoscale: false"
+                    f"add {observability.__name__} ({observability.__module__}."
+                    f"{observability.__qualname__}) to the platform before the deployment, or "
+                    "set scaling.autoscale: false"
                 )
         return kept
 
@@ -307,28 +325,6 @@ class ModelDeployment(Construct):
         for prefix in need.writes:
             bucket.grant_write_prefix(identity.role, prefix)
         return identity
-
-
-def _secret_maker(
-    spec: ModelDeploymentSpec, api_keys: ApiKeys | None, secret: SecretNeed
-) -> IConstruct:
-    if api_keys is None:
-        raise ValueError(
-            f"deployment {spec.name!r} requires the platform's API key (Secret "
-            f"{secret.namespace}/{secret.name}): pass api_keys=ApiKeys(...)"
-        )
-    return api_keys.secret_maker(secret)
-
-
-def _ingress_controller(
-    spec: ModelDeploymentSpec, controller: LoadBalancerController | None, ingress_class: str
-) -> IConstruct:
-    if controller is None:
-        raise ValueError(
-            f"deployment {spec.name!r} is exposed through IngressClass {ingress_class!r}: pass "
-            "load_balancer_controller=LoadBalancerController(...)"
-        )
-    return controller.ingress_controller(ingress_class)
 
 
 def _literal_region(scope: Construct, region: str | None) -> str:

@@ -28,7 +28,8 @@ from eks_inference.artifacts import artifact_prefix
 from eks_inference.catalog import Accelerator
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.endpoints import Endpoint
-from eks_inference.spec.node_pools import NodePool, NodeProvisioning, system_pool_of
+from eks_inference.spec.node_pools import NodePool
+from eks_inference.spec.provisioning import NodeProvisioning
 from eks_inference.spec.routes import Route
 
 # CloudFormation's quotas per stack ("Understand CloudFormation quotas" in the CloudFormation
@@ -128,7 +129,7 @@ def parent_stack_use(
     endpoint).
     """
     resources, outputs, size = _CORE_RESOURCES, _CORE_OUTPUTS, _CORE_BYTES
-    if node_provisioning == "karpenter":
+    if node_provisioning.uses_karpenter:
         resources += _KARPENTER_RESOURCES
         size += _KARPENTER_BYTES
     present = {pool.accelerator for pool in node_pools}
@@ -174,11 +175,11 @@ def parent_stack_use(
         node_pools=pools,
         deployments=deployments_use,
         per_node_pool=StackUse(
-            resources=_NODE_GROUP_RESOURCES if node_provisioning == "managed" else 0,
+            resources=0 if node_provisioning.uses_karpenter else _NODE_GROUP_RESOURCES,
             outputs=0,
-            template_bytes=_NODE_GROUP_BYTES
-            if node_provisioning == "managed"
-            else _KARPENTER_POOL_BYTES,
+            template_bytes=_KARPENTER_POOL_BYTES
+            if node_provisioning.uses_karpenter
+            else _NODE_GROUP_BYTES,
         ),
         per_deployment=StackUse(
             resources=_DEPLOYMENT_RESOURCES, outputs=1, template_bytes=_DEPLOYMENT_BYTES
@@ -190,10 +191,10 @@ def _node_pools_use(
     node_pools: Sequence[NodePool], node_provisioning: NodeProvisioning
 ) -> StackUse:
     """Managed node groups for every pool, or for the system pool alone with Karpenter."""
-    system = system_pool_of(node_pools)
+    managed = node_provisioning.managed_pools(node_pools)
     resources = size = 0
     for pool in node_pools:
-        if node_provisioning == "karpenter" and pool is not system:
+        if pool not in managed:
             size += _KARPENTER_POOL_BYTES
             continue
         resources += _NODE_GROUP_RESOURCES

@@ -42,9 +42,6 @@ ROOT_DEVICE = "/dev/xvda"
 # Run:ai streamer's and the compile job's AWS_REGION), and the host-network pods that do read
 # metadata (the VPC CNI, the Pod Identity agent) are not a hop away.
 IMDS_HOP_LIMIT = 1
-NodeProvisioning = Literal["managed", "karpenter"]
-"""What adds and removes a platform's nodes: managed node groups scaled by the Cluster
-Autoscaler, or Karpenter (the system pool stays a managed node group either way)."""
 # Karpenter launches the most preferred capacity type it can: reserved, then spot, then
 # on-demand (whatever order a NodePool lists them in).
 CAPACITY_PREFERENCE: tuple[CapacityType, ...] = ("RESERVED", "SPOT", "ON_DEMAND")

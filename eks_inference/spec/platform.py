@@ -29,12 +29,8 @@ from eks_inference.spec import cloudformation_limits
 from eks_inference.spec import files as spec_file
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.endpoints import Endpoint
-from eks_inference.spec.node_pools import (
-    NodePool,
-    NodeProvisioning,
-    managed_node_group_problems,
-    system_pool_of,
-)
+from eks_inference.spec.node_pools import NodePool, managed_node_group_problems, system_pool_of
+from eks_inference.spec.provisioning import NodeProvisioning
 from eks_inference.spec.routes import Route, check_routes, resolve_routes
 from eks_inference.spec.validation import Problems, Rule, rule_error, validate_with_rules
 
@@ -77,7 +73,7 @@ class PlatformSpec(BaseModel):
     model_bucket_name: BucketName
     node_pools: tuple[NodePool, ...] = Field(min_length=1)
     node_provisioning: NodeProvisioning = Field(
-        default="managed",
+        default=NodeProvisioning.MANAGED,
         description="managed: a managed node group per pool, scaled by the Cluster Autoscaler; "
         "karpenter: Karpenter launches every pool's nodes but the system pool's, which stays a "
         "managed node group.",
@@ -259,14 +255,15 @@ def _check_compile_disk(
 
 def _check_node_provisioning(platform: PlatformSpec, problems: Problems) -> None:
     """Managed node groups take what they can; Karpenter needs a running system node."""
-    karpenter = platform.node_provisioning == "karpenter"
+    provisioning = platform.node_provisioning
+    managed = provisioning.managed_pools(platform.node_pools)
     system = platform.system_pool
     for j, pool in enumerate(platform.node_pools):
-        if karpenter and pool is not system:
+        if pool not in managed:
             continue
         for field, message in managed_node_group_problems(pool).items():
             problems.add(("node_pools", j, field), message, getattr(pool, field))
-    if not karpenter:
+    if not provisioning.uses_karpenter:
         return
     if system.min_size < 1:
         problems.add(

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import cast, get_args
-
 from aws_cdk import App, CloudFormationValidatePlugin, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from eks_inference.aws_types import iam_role_arn_problem, public_access_cidr_problem
-from eks_inference.spec.node_pools import NodeProvisioning
 from eks_inference.spec.platform import PlatformSpec
+from eks_inference.spec.provisioning import NodeProvisioning
 from eks_inference.spec.validation import Problems
 from eks_inference.stacks.inference_stack import InferenceStack
 
@@ -80,7 +78,7 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         ]
     env = Environment(account=account, region=region) if account or region else None
     provisioning = context("node_provisioning")
-    modes = get_args(NodeProvisioning)
+    modes = [mode.value for mode in NodeProvisioning]
     if provisioning is not None and provisioning not in modes:
         problems.add(
             ("node_provisioning",),
@@ -98,7 +96,7 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
             problems.add(("public_access_cidrs",), problem)
     problems.raise_if_any()
     if provisioning is not None:
-        platform = platform.with_node_provisioning(cast(NodeProvisioning, provisioning))
+        platform = platform.with_node_provisioning(NodeProvisioning(provisioning))
     stack = InferenceStack(
         app,
         STACK_NAME,

@@ -13,18 +13,17 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from eks_inference.charts.karpenter import platform_offers
-from eks_inference.charts.scheduling import check_schedulable
 from eks_inference.constructs import (
     ApiKeys,
     InferenceAddons,
     InferenceCluster,
     InferenceObservability,
+    KarpenterNodeProvisioning,
     LoadBalancerController,
     ModelBucket,
     ModelDeployment,
+    PlatformAddons,
 )
-from eks_inference.constructs.karpenter import KarpenterNodeProvisioning
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import Placement, PlatformSpec
@@ -67,15 +66,12 @@ class DeploymentStack(NestedStack):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: InferenceCluster,
-        addons: InferenceAddons,
+        platform: PlatformAddons,
         bucket: ModelBucket,
         spec: ModelDeploymentSpec,
         placement: Placement,
         region: str,
         route: Route | None = None,
-        load_balancer_controller: LoadBalancerController | None = None,
-        api_keys: ApiKeys | None = None,
     ) -> None:
         super().__init__(
             scope,
@@ -85,15 +81,12 @@ class DeploymentStack(NestedStack):
         self.deployment = ModelDeployment(
             self,
             "Deployment",
-            cluster=cluster,
-            addons=addons,
+            platform=platform,
             bucket=bucket,
             spec=spec,
             placement=placement,
             region=region,
             route=route,
-            load_balancer_controller=load_balancer_controller,
-            api_keys=api_keys,
         )
 
 
@@ -105,7 +98,9 @@ class InferenceStack(Stack):
     node group per pool, its :class:`InferenceAddons` and :class:`InferenceObservability`
     (metrics, dashboards, alerts, KEDA), and for every deployment a
     :class:`DeploymentStack` holding its :class:`ModelDeployment` (:attr:`deployments`). The
-    stack composes them: each is handed what it depends on. The Mountpoint driver is given
+    stack composes them: every add-on registers what it provides with one
+    :class:`PlatformAddons` (:attr:`platform_addons`), which each deployment is handed and
+    checks its needs against. The Mountpoint driver is given
     read access to exactly the prefixes the deployments' Mountpoint volumes mount
     (:attr:`mountpoint_prefixes`); pods are configured with ``platform.region``.
 
@@ -117,10 +112,9 @@ class InferenceStack(Stack):
 
     With ``platform.node_provisioning: karpenter`` only the system pool is a managed node
     group, the Cluster Autoscaler is not installed, and :class:`KarpenterNodeProvisioning`
-    (:attr:`karpenter`) provisions every other pool's nodes. In either mode every pod the
-    deployments render must fit a node of its own pool and of no other
-    (:func:`~eks_inference.charts.scheduling.check_schedulable`), or synth fails with the
-    pod's field path.
+    (:attr:`karpenter`) provisions every other pool's nodes. In either mode every pod a
+    deployment renders must fit a node of its own pool and of no other, or its
+    :class:`ModelDeployment` fails synth with the pod's field path.
 
     The stack is environment-agnostic unless ``env`` is given; with an explicit region pass
     ``availability_zones`` too, so that no availability-zone lookup is needed at synth.
@@ -176,50 +170,45 @@ class InferenceStack(Stack):
         self.addons = InferenceAddons(
             self.cluster, "Addons", cluster=self.cluster, model_bucket=self.model_bucket
         )
+        self.platform_addons = self.addons.platform
+        """What the add-ons provide, the record every deployment is handed."""
+        # Every add-on below registers with the record before the deployments read it.
         self.karpenter: KarpenterNodeProvisioning | None = None
-        if platform.node_provisioning == "karpenter":
+        if platform.node_provisioning.uses_karpenter:
             self.karpenter = KarpenterNodeProvisioning(
-                self.cluster, "Karpenter", cluster=self.cluster, deployments=platform.deployments
+                self.cluster,
+                "Karpenter",
+                platform=self.platform_addons,
+                deployments=platform.deployments,
             )
-        # Before the deployments: it registers the monitoring and KEDA CRDs with the add-ons,
-        # so each deployment's monitors and autoscaler are applied after their installer.
         self.observability = InferenceObservability(
-            self.cluster, "Observability", cluster=self.cluster, addons=self.addons
+            self.cluster, "Observability", platform=self.platform_addons
         )
         self.load_balancer_controller: LoadBalancerController | None = None
         self.api_keys: ApiKeys | None = None
         if platform.endpoint is not None:
             self.load_balancer_controller = LoadBalancerController(
-                self.cluster, "LoadBalancerController", cluster=self.cluster
+                self.cluster, "LoadBalancerController", platform=self.platform_addons
             )
             if platform.endpoint.authentication == "api_key":
-                self.api_keys = ApiKeys(self.cluster, "ApiKeys", cluster=self.cluster)
+                self.api_keys = ApiKeys(self.cluster, "ApiKeys", platform=self.platform_addons)
         routes = platform.routes()
         stacks = {
             spec.name: DeploymentStack(
                 self,
                 f"Deployment-{spec.name}",
-                cluster=self.cluster,
-                addons=self.addons,
+                platform=self.platform_addons,
                 bucket=self.model_bucket,
                 spec=spec,
                 placement=platform.placement(spec),
                 region=platform.region,
                 route=routes.get(spec.name),
-                load_balancer_controller=self.load_balancer_controller,
-                api_keys=self.api_keys,
             )
             for spec in platform.deployments
         }
         self.deployments: dict[str, ModelDeployment] = {
             name: stack.deployment for name, stack in stacks.items()
         }
-        # Every pod must fit a node of its own pool and of no other, in either mode.
-        check_schedulable(
-            platform,
-            {name: deployment.needs for name, deployment in self.deployments.items()},
-            platform_offers(platform, self.karpenter.chart.offers if self.karpenter else ()),
-        )
         if self.karpenter is not None:
             # Deleted before the NodePools, so Karpenter terminates empty nodes.
             for deployment_stack in stacks.values():

@@ -17,13 +17,13 @@ import pytest
 
 from eks_inference import names, versions
 from eks_inference.charts.karpenter import KarpenterChart
-from eks_inference.constructs.cluster import NODE_POLICIES
-from eks_inference.constructs.karpenter import (
+from eks_inference.constructs.addons.karpenter import (
     ATTACHED_POLICIES,
     SERVICE_ACCOUNT,
     documented_policy,
     fill,
 )
+from eks_inference.constructs.cluster import NODE_POLICIES
 from eks_inference.spec.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
 

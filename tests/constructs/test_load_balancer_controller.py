@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from eks_inference import names, versions
-from eks_inference.constructs.cluster import (
-    INTERNAL_LOAD_BALANCER_SUBNET_TAG,
-    PUBLIC_LOAD_BALANCER_SUBNET_TAG,
-)
-from eks_inference.constructs.load_balancer_controller import (
+from eks_inference.constructs.addons.load_balancer_controller import (
     CLUSTER_TAG,
     SERVICE_ACCOUNT,
     published_policy,
     scoped_policy,
+)
+from eks_inference.constructs.cluster import (
+    INTERNAL_LOAD_BALANCER_SUBNET_TAG,
+    PUBLIC_LOAD_BALANCER_SUBNET_TAG,
 )
 from eks_inference.spec.routes import api_key_secret_name
 from tests.conftest import STACK_NAME, Synthesized
@@ -309,32 +309,25 @@ def test_an_exposed_deployment_needs_the_controller_and_the_key() -> None:
     bucket = ModelBucket(stack, "Models")
     addons = InferenceAddons(cluster, "Addons", cluster=cluster, model_bucket=bucket)
     common: dict[str, Any] = {
-        "cluster": cluster,
-        "addons": addons,
+        "platform": addons.platform,
         "bucket": bucket,
         "spec": spec,
         "placement": platform.placement(spec),
         "region": "us-east-1",
         "route": route,
     }
-    with pytest.raises(ValueError, match="pass api_keys=ApiKeys"):
+    with pytest.raises(ValueError, match=r"Secret inference/.*add ApiKeys"):
         ModelDeployment(stack, "WithoutKey", **common)
-    api_keys = ApiKeys(cluster, "ApiKeys", cluster=cluster)
-    with pytest.raises(ValueError, match="pass load_balancer_controller="):
-        ModelDeployment(stack, "WithoutController", **common, api_keys=api_keys)
-    controller = LoadBalancerController(cluster, "Controller", cluster=cluster)
-    deployment = ModelDeployment(
-        stack, "Exposed", **common, api_keys=api_keys, load_balancer_controller=controller
-    )
+    api_keys = ApiKeys(cluster, "ApiKeys", platform=addons.platform)
+    with pytest.raises(ValueError, match=r"IngressClass 'alb'.*add LoadBalancerController"):
+        ModelDeployment(stack, "WithoutController", **common)
+    controller = LoadBalancerController(cluster, "Controller", platform=addons.platform)
+    deployment = ModelDeployment(stack, "Exposed", **common)
     roles = [chart.role for chart in deployment.charts]
     server, ingress = (deployment.manifests[roles.index(r)] for r in ("vllm", "endpoint"))
     assert api_keys.manifest in server.node.dependencies
     assert controller.chart in ingress.node.dependencies
     with pytest.raises(ValueError, match="route of deployment 'mistral-7b-g6e' given for"):
         ModelDeployment(
-            stack,
-            "WrongRoute",
-            **{**common, "spec": platform.deployment("qwen25-7b-g6e")},
-            api_keys=api_keys,
-            load_balancer_controller=controller,
+            stack, "WrongRoute", **{**common, "spec": platform.deployment("qwen25-7b-g6e")}
         )

@@ -299,8 +299,7 @@ def test_another_app_can_apply_deployments_in_its_own_stack(tmp_path: Path) -> N
     streamer = ModelDeployment(
         stack,
         "Mistral",
-        cluster=cluster,
-        addons=addons,
+        platform=addons.platform,
         bucket=bucket,
         spec=PLATFORM.deployment(STREAMER),
         placement=Placement(workers=gpu, head=system),
@@ -315,8 +314,7 @@ def test_another_app_can_apply_deployments_in_its_own_stack(tmp_path: Path) -> N
     neuron = ModelDeployment(
         stack,
         "Llama",
-        cluster=cluster,
-        addons=addons,
+        platform=addons.platform,
         bucket=bucket,
         spec=compiling,
         placement=Placement(workers=inf2, head=system),
@@ -389,8 +387,7 @@ def test_region_must_be_literal_and_agree_with_the_stack() -> None:
         ModelDeployment(
             stack,
             "NoRegion",
-            cluster=cluster,
-            addons=addons,
+            platform=addons.platform,
             bucket=bucket,
             spec=spec,
             placement=placement,
@@ -399,8 +396,7 @@ def test_region_must_be_literal_and_agree_with_the_stack() -> None:
         ModelDeployment(
             stack,
             "TokenRegion",
-            cluster=cluster,
-            addons=addons,
+            platform=addons.platform,
             bucket=bucket,
             spec=spec,
             placement=placement,
@@ -411,8 +407,7 @@ def test_region_must_be_literal_and_agree_with_the_stack() -> None:
         ModelDeployment(
             stack,
             "OtherRegion",
-            cluster=cluster,
-            addons=addons,
+            platform=addons.platform,
             bucket=bucket,
             spec=spec,
             placement=Placement(workers=gpu, head=cluster.system_pool),
@@ -428,8 +423,7 @@ def test_placement_must_use_the_cluster_pools() -> None:
         ModelDeployment(
             stack,
             "Elsewhere",
-            cluster=cluster,
-            addons=addons,
+            platform=addons.platform,
             bucket=bucket,
             spec=spec,
             placement=Placement(workers=other, head=cluster.system_pool),

@@ -9,12 +9,7 @@ from typing import Any
 import pytest
 
 from eks_inference import names, versions
-from eks_inference.constructs.observability import (
-    PROMETHEUS_VOLUME,
-    RETENTION,
-    RETENTION_SIZE,
-    STORAGE_CLASS,
-)
+from eks_inference.constructs.addons.observability import STORAGE_CLASS, ObservabilityOptions
 from eks_inference.observability.signals import KSM_POD_LABELS
 from eks_inference.spec.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
@@ -68,10 +63,14 @@ def test_prometheus_and_grafana_run_on_the_system_pool_with_bounded_storage(
         values["kube-state-metrics"],
     ):
         assert {k: placed[k] for k in ON_SYSTEM} == ON_SYSTEM
-    assert (spec["retention"], spec["retentionSize"]) == (RETENTION, RETENTION_SIZE)
+    defaults = ObservabilityOptions()
+    assert (spec["retention"], spec["retentionSize"]) == (
+        defaults.retention,
+        defaults.retention_size,
+    )
     claim = spec["storageSpec"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == STORAGE_CLASS
-    assert claim["resources"]["requests"]["storage"] == PROMETHEUS_VOLUME
+    assert claim["resources"]["requests"]["storage"] == defaults.prometheus_volume
     # Monitors and rules from every namespace.
     assert spec["podMonitorSelectorNilUsesHelmValues"] is False
     assert spec["ruleSelectorNilUsesHelmValues"] is False

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from eks_inference.constructs.cluster import InferenceCluster
 from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.platform import PlatformSpec
+from eks_inference.spec.provisioning import NodeProvisioning
 from eks_inference.stacks import build_app
 from tests.conftest import REFERENCE_PLATFORM
 
@@ -91,3 +92,18 @@ def test_the_cluster_construct_applies_the_same_rules() -> None:
             node_pools=pools,
             public_access_cidrs=["0.0.0.0/0"],
         )
+
+
+def test_node_provisioning_is_one_typed_value_with_the_file_spellings() -> None:
+    """The context and the platform file spell the modes as before; the spec holds the enum."""
+    platform = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
+    assert platform.node_provisioning is NodeProvisioning.MANAGED
+    karpenter = platform.with_node_provisioning(NodeProvisioning("karpenter"))
+    assert karpenter.node_provisioning is NodeProvisioning.KARPENTER
+    assert karpenter.model_dump(mode="json")["node_provisioning"] == "karpenter"
+    schema = PlatformSpec.model_json_schema()
+    assert schema["$defs"]["NodeProvisioning"]["enum"] == ["managed", "karpenter"]
+    assert NodeProvisioning.MANAGED.managed_pools(platform.node_pools) == platform.node_pools
+    assert NodeProvisioning.KARPENTER.managed_pools(platform.node_pools) == (platform.system_pool,)
+    assert NodeProvisioning.KARPENTER.uses_karpenter
+    assert not NodeProvisioning.KARPENTER.runs_cluster_autoscaler

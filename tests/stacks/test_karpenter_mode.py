@@ -26,8 +26,7 @@ from eks_inference.charts.karpenter import KarpenterChart, karpenter_offers
 from eks_inference.charts.render import KARPENTER_FILE, render_platform
 from eks_inference.charts.scheduling import INSTANCE_TYPE_LABEL, NodeOffer, Taint, unmet
 from eks_inference.cli.main import app as cli
-from eks_inference.constructs import InferenceCluster
-from eks_inference.constructs.karpenter import KarpenterNodeProvisioning
+from eks_inference.constructs import InferenceCluster, KarpenterNodeProvisioning, PlatformAddons
 from eks_inference.names import NODE_POOL_LABEL
 from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.platform import PlatformSpec
@@ -215,8 +214,8 @@ def test_karpenter_needs_a_cluster_in_karpenter_mode() -> None:
         cluster_name="managed",
         node_pools=[NodePool(name="system", instance_types=("m6i.xlarge",), min_size=1)],
     )
-    with pytest.raises(ValueError, match="node_provisioning='karpenter'"):
-        KarpenterNodeProvisioning(stack, "Karpenter", cluster=cluster)
+    with pytest.raises(ValueError, match=r"node_provisioning=NodeProvisioning\.KARPENTER"):
+        KarpenterNodeProvisioning(stack, "Karpenter", platform=PlatformAddons(cluster))
     with pytest.raises(ValueError, match="cannot launch into Capacity Reservations"):
         InferenceCluster(
             stack,

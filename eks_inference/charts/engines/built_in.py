@@ -4,7 +4,6 @@ The package root has the registry import this module on its first use, so a spec
 built-in engine validates however the package was entered.
 """
 
-
 from __future__ import annotations
 
 from eks_inference.charts.engines.base import ServingEngine

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar
 
 import cdk8s
 from aws_cdk import Annotations, Duration, Stack, Tags
@@ -27,14 +28,19 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from eks_inference import versions
-from eks_inference.charts.karpenter import KarpenterChart
-from eks_inference.charts.scheduling import KARPENTER_VM_MEMORY_OVERHEAD
+from eks_inference.charts.karpenter import NODE_CLASSES_CRD, NODE_POOLS_CRD, KarpenterChart
+from eks_inference.charts.scheduling import KARPENTER_VM_MEMORY_OVERHEAD, NodeOffer
 from eks_inference.constructs._nag import (
     acknowledge,
     managed_policy_finding,
     wildcard_resource_findings,
 )
-from eks_inference.constructs.addons import SYSTEM_NAMESPACE, helm_chart
+from eks_inference.constructs.addons.helm import (
+    CRITICAL_ADDONS_TOLERATION,
+    SYSTEM_NAMESPACE,
+    PinnedHelmChart,
+)
+from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.constructs.cluster import NODE_POLICIES, InferenceCluster
 from eks_inference.names import KARPENTER_DISCOVERY_TAG, karpenter_node_role_name
 from eks_inference.spec.deployment import ModelDeploymentSpec
@@ -51,13 +57,6 @@ ATTACHED_POLICIES = (
     "InterruptionPolicy",
     "ResourceDiscoveryPolicy",
 )
-# Two replicas (leader election) when the system pool always has two nodes for them: the
-# chart keeps replicas on different nodes.
-_MAX_REPLICAS = 2
-# The controller's requests and limits, as Karpenter's getting-started guide sets them.
-_CONTROLLER_CPU = "1"
-_CONTROLLER_MEMORY = "1Gi"
-_CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 _PLACEHOLDER = re.compile(r"\$\{([^}]+)\}")
 
 
@@ -81,6 +80,20 @@ def fill(value: Any, values: Mapping[str, str]) -> Any:
     if isinstance(value, dict):
         return {fill(key, values): fill(item, values) for key, item in value.items()}
     return value
+
+
+@dataclass(frozen=True)
+class KarpenterOptions:
+    """How :class:`KarpenterNodeProvisioning` runs the controller."""
+
+    max_replicas: int = 2
+    """Default 2 (leader election), fewer when the system pool's ``min_size`` is smaller: the
+    chart keeps replicas on different nodes, so there must always be a node for each."""
+    controller_cpu: str = "1"
+    """Default ``1``: the controller's CPU request and limit, as Karpenter's getting-started
+    guide sets them."""
+    controller_memory: str = "1Gi"
+    """Default ``1Gi``: its memory request and limit, likewise."""
 
 
 class KarpenterNodeProvisioning(Construct):
@@ -110,26 +123,35 @@ class KarpenterNodeProvisioning(Construct):
       stay and how long a drain may take. They are applied after the controller and deleted
       before it, so that Karpenter terminates the nodes it launched on ``cdk destroy``.
 
+    It registers with ``platform`` as the node provisioner (its NodePools' :attr:`offers`
+    are the nodes the scheduling check holds pods against) and as the installer of the
+    NodePool and EC2NodeClass CRDs.
+
     Subnets of a ``vpc`` you brought yourself cannot be tagged here; tag them
     ``karpenter.sh/discovery: <cluster>`` (a synth warning says so). EC2 spot needs the
     account's ``AWSServiceRoleForEC2Spot`` service-linked role, which AWS creates once per
     account (``aws iam create-service-linked-role --aws-service-name spot.amazonaws.com``).
     """
 
+    PROVIDES: ClassVar[Provides] = Provides(crds=(NODE_POOLS_CRD, NODE_CLASSES_CRD), nodes=True)
+
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        cluster: InferenceCluster,
+        platform: PlatformAddons,
         deployments: Sequence[ModelDeploymentSpec] = (),
+        options: KarpenterOptions | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if cluster.node_provisioning != "karpenter":
+        options = options or KarpenterOptions()
+        cluster = platform.cluster
+        if not cluster.node_provisioning.uses_karpenter:
             raise ValueError(
                 "KarpenterNodeProvisioning needs an InferenceCluster with "
-                "node_provisioning='karpenter'; with managed node groups every pool already "
-                "has one"
+                "node_provisioning=NodeProvisioning.KARPENTER; with managed node groups every "
+                "pool already has one"
             )
         stack = Stack.of(self)
         system = cluster.system_pool
@@ -172,27 +194,27 @@ class KarpenterNodeProvisioning(Construct):
 
         self._tag_for_discovery(cluster)
 
-        self.crd_chart = helm_chart(
+        self.crd_chart = PinnedHelmChart(
             self,
-            cluster,
             "Crds",
-            versions.KARPENTER_CRD_CHART,
+            cluster=cluster,
+            pinned=versions.KARPENTER_CRD_CHART,
             release="karpenter-crd",
             namespace=SYSTEM_NAMESPACE,
         )
-        self.controller_chart = helm_chart(
+        self.controller_chart = PinnedHelmChart(
             self,
-            cluster,
             "Controller",
-            versions.KARPENTER_CHART,
+            cluster=cluster,
+            pinned=versions.KARPENTER_CHART,
             release="karpenter",
             namespace=SYSTEM_NAMESPACE,
             skip_crds=True,
             values={
-                "replicas": min(_MAX_REPLICAS, system.min_size),
+                "replicas": min(options.max_replicas, system.min_size),
                 "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
                 "nodeSelector": system.node_selector(),
-                "tolerations": [_CRITICAL_ADDONS_TOLERATION, *system.tolerations()],
+                "tolerations": [CRITICAL_ADDONS_TOLERATION, *system.tolerations()],
                 "settings": {
                     "clusterName": cluster.cluster_name,
                     "interruptionQueue": self.queue.queue_name,
@@ -201,7 +223,7 @@ class KarpenterNodeProvisioning(Construct):
                 "controller": {
                     "env": [{"name": "AWS_REGION", "value": stack.region}],
                     "resources": {
-                        side: {"cpu": _CONTROLLER_CPU, "memory": _CONTROLLER_MEMORY}
+                        side: {"cpu": options.controller_cpu, "memory": options.controller_memory}
                         for side in ("requests", "limits")
                     },
                 },
@@ -226,6 +248,13 @@ class KarpenterNodeProvisioning(Construct):
         self.node_pools.node.add_dependency(
             self.controller_chart, self.node_access, self.node_role, *self.rules
         )
+        platform.set_node_provisioner(self)
+        platform.add_crd_installer(self.PROVIDES.crds, self.crd_chart)
+
+    @property
+    def offers(self) -> tuple[NodeOffer, ...]:
+        """The nodes its NodePools can launch, read back from the rendered objects."""
+        return self.chart.offers
 
     def _interruption_queue(self) -> sqs.Queue:
         settings = documented_policy()["interruption_queue"]

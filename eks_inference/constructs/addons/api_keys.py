@@ -12,29 +12,41 @@ custom resources), and would put the key into the kubectl handler's logs and the
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import ClassVar
+
 import cdk8s
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct, IConstruct
+from constructs import Construct
 
 from eks_inference import versions
 from eks_inference.charts.common import API_KEY_SECRET_NEED
-from eks_inference.charts.contract import SecretNeed
 from eks_inference.charts.endpoint import ApiKeyChart
 from eks_inference.constructs._nag import acknowledge
-from eks_inference.constructs.addons import helm_chart
-from eks_inference.constructs.cluster import InferenceCluster
+from eks_inference.constructs.addons.helm import PinnedHelmChart, on_pool
+from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.spec.routes import api_key_secret_name
 
 EXTERNAL_SECRETS_NAMESPACE = "external-secrets"
 EXTERNAL_SECRETS_SERVICE_ACCOUNT = "external-secrets"
-# 48 letters and digits: about 285 bits, and no character a shell or a header needs escaped.
-_KEY_LENGTH = 48
-# Helm waits for the operator and its webhook, which validates SecretStores and
-# ExternalSecrets, so the API-key objects are applied once it answers.
-_READY_TIMEOUT = Duration.minutes(10)
+
+
+@dataclass(frozen=True)
+class ApiKeysOptions:
+    """How :class:`ApiKeys` makes the key and installs the operator."""
+
+    key_length: int = 48
+    """Default 48 letters and digits: about 285 bits, and no character a shell or a header
+    needs escaped."""
+    chart: versions.HelmChartVersion = versions.EXTERNAL_SECRETS_CHART
+    """Default ``versions.EXTERNAL_SECRETS_CHART``: the operator release whose SecretStore
+    and ExternalSecret API the key's chart renders."""
+    ready_timeout: Duration = field(default_factory=lambda: Duration.minutes(10))
+    """Default 10 minutes: Helm waits for the operator and its webhook, which validates
+    SecretStores and ExternalSecrets, so the key's objects are applied once it answers."""
 
 
 class ApiKeys(Construct):
@@ -51,13 +63,25 @@ class ApiKeys(Construct):
       an ExternalSecret in the inference namespace), which keeps the Secret
       ``names.API_KEY_SECRET`` in step with the secret, re-read hourly.
 
-    Model servers that require the key are applied after it (:meth:`secret_maker`): their pods
-    would not start without the Secret. A rotated key reaches the Secret within the hour and
+    It registers the synced Secret with the platform (:attr:`manifest` makes it), so model
+    servers that require the key are applied after it: their pods would not start without
+    the Secret. A rotated key reaches the Secret within the hour and
     the servers when their pods next start.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: InferenceCluster) -> None:
+    PROVIDES: ClassVar[Provides] = Provides(secrets=(API_KEY_SECRET_NEED,))
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        platform: PlatformAddons,
+        options: ApiKeysOptions | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
+        options = options or ApiKeysOptions()
+        cluster = platform.cluster
         stack = Stack.of(self)
         system = cluster.system_pool
         self.secret = secretsmanager.Secret(
@@ -66,7 +90,7 @@ class ApiKeys(Construct):
             secret_name=api_key_secret_name(cluster.cluster_name),
             description=f"API key of the model endpoints of EKS cluster {cluster.cluster_name}",
             generate_secret_string=secretsmanager.SecretStringGenerator(
-                password_length=_KEY_LENGTH, exclude_punctuation=True
+                password_length=options.key_length, exclude_punctuation=True
             ),
         )
         acknowledge(
@@ -91,21 +115,20 @@ class ApiKeys(Construct):
                 resources=[self.secret.secret_arn],
             )
         )
-        on_system = {"nodeSelector": system.node_selector(), "tolerations": system.tolerations()}
-        self.operator = helm_chart(
+        self.operator = PinnedHelmChart(
             self,
-            cluster,
             "Operator",
-            versions.EXTERNAL_SECRETS_CHART,
+            cluster=cluster,
+            pinned=options.chart,
             release="external-secrets",
             namespace=EXTERNAL_SECRETS_NAMESPACE,
             create_namespace=True,
             wait=True,
-            timeout=_READY_TIMEOUT,
+            timeout=options.ready_timeout,
             values={
                 "installCRDs": True,
                 "serviceAccount": {"create": True, "name": EXTERNAL_SECRETS_SERVICE_ACCOUNT},
-                "global": on_system,
+                "global": on_pool(system),
             },
         )
         self.operator.node.add_dependency(
@@ -124,12 +147,5 @@ class ApiKeys(Construct):
             self.operator_role,
             *(cluster.namespace(n) for n in chart.needs.namespaces),
         )
-
-    def secret_maker(self, secret: SecretNeed) -> IConstruct:
-        """What pods reading ``secret`` are applied after: the objects that sync the key."""
-        if secret != API_KEY_SECRET_NEED:
-            raise KeyError(
-                f"the platform does not make Secret {secret.namespace}/{secret.name}; it makes "
-                f"{API_KEY_SECRET_NEED.namespace}/{API_KEY_SECRET_NEED.name}"
-            )
-        return self.manifest
+        for secret in self.PROVIDES.secrets:
+            platform.add_secret_maker(secret, self.manifest)

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
-from constructs import Construct, IConstruct
+from constructs import Construct
 
 from eks_inference import versions
 from eks_inference.constructs._nag import acknowledge, wildcard_resource_findings
-from eks_inference.constructs.addons import SYSTEM_NAMESPACE, helm_chart
-from eks_inference.constructs.cluster import InferenceCluster
+from eks_inference.constructs.addons.helm import SYSTEM_NAMESPACE, PinnedHelmChart, on_pool
+from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.names import ALB_INGRESS_CLASS
 
 SERVICE_ACCOUNT = "aws-load-balancer-controller"
@@ -37,9 +38,18 @@ _UNUSED_ACTIONS = frozenset(
 )
 # Read-only calls, which IAM does not scope to resources.
 _READ_VERBS = ("Describe", "Get", "List")
-# Helm waits for the controller to be ready (its webhook validates Ingresses); the image is
-# small, so a few minutes suffice once the system nodes run.
-_READY_TIMEOUT = Duration.minutes(10)
+
+
+@dataclass(frozen=True)
+class LoadBalancerControllerOptions:
+    """How :class:`LoadBalancerController` is installed."""
+
+    chart: versions.HelmChartVersion = versions.AWS_LOAD_BALANCER_CONTROLLER_CHART
+    """Default ``versions.AWS_LOAD_BALANCER_CONTROLLER_CHART``: the release whose published
+    IAM policy is kept in ``data/`` and scoped here; a new release needs its policy too."""
+    ready_timeout: Duration = field(default_factory=lambda: Duration.minutes(10))
+    """Default 10 minutes: Helm waits for the controller to be ready (its webhook validates
+    Ingresses); the image is small, so a few minutes suffice once the system nodes run."""
 
 
 @cache
@@ -166,15 +176,27 @@ class LoadBalancerController(Construct):
     * has WAF, WAFv2 and Shield integration and the Service mutating webhook turned off:
       nothing here uses them, and a failing webhook would block every new Service.
 
-    Ingresses depend on :attr:`chart` (:meth:`ingress_controller`), so CloudFormation deletes
-    them, and the controller deletes the load balancer, before the controller goes.
+    It registers :attr:`chart` with the platform as the controller of the ``alb`` class, so
+    Ingresses depend on it: CloudFormation deletes them, and the controller deletes the load
+    balancer, before the controller goes.
     Subnets must carry ``kubernetes.io/role/elb`` (public) and
     ``kubernetes.io/role/internal-elb`` (private) tags; an ``InferenceCluster`` adds them to the
     VPC it creates.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: InferenceCluster) -> None:
+    PROVIDES: ClassVar[Provides] = Provides(ingress_classes=(ALB_INGRESS_CLASS,))
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        platform: PlatformAddons,
+        options: LoadBalancerControllerOptions | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
+        options = options or LoadBalancerControllerOptions()
+        cluster = platform.cluster
         stack = Stack.of(self)
         system = cluster.system_pool
         identity = cluster.add_pod_identity(
@@ -213,15 +235,15 @@ class LoadBalancerController(Construct):
             "resource scoping, and the load balancers, target groups, listeners, rules and "
             "security groups it creates have names chosen at run time.",
         )
-        self.chart = helm_chart(
+        self.chart = PinnedHelmChart(
             self,
-            cluster,
             "Chart",
-            versions.AWS_LOAD_BALANCER_CONTROLLER_CHART,
+            cluster=cluster,
+            pinned=options.chart,
             release="aws-load-balancer-controller",
             namespace=SYSTEM_NAMESPACE,
             wait=True,
-            timeout=_READY_TIMEOUT,
+            timeout=options.ready_timeout,
             values={
                 "clusterName": cluster.cluster_name,
                 "region": stack.region,
@@ -237,19 +259,11 @@ class LoadBalancerController(Construct):
                 "enableWaf": False,
                 "enableWafv2": False,
                 "enableServiceMutatorWebhook": False,
-                "nodeSelector": system.node_selector(),
-                "tolerations": system.tolerations(),
+                **on_pool(system),
             },
         )
         self.chart.node.add_dependency(
             identity.association, self.policy, cluster.nodegroup(system.name)
         )
-
-    def ingress_controller(self, ingress_class: str) -> IConstruct:
-        """What an Ingress of ``ingress_class`` is applied after (and deleted before)."""
-        if ingress_class != ALB_INGRESS_CLASS:
-            raise KeyError(
-                f"no controller of this cluster serves IngressClass {ingress_class!r}; the AWS "
-                f"Load Balancer Controller serves {ALB_INGRESS_CLASS!r}"
-            )
-        return self.chart
+        for ingress_class in self.PROVIDES.ingress_classes:
+            platform.add_ingress_controller(ingress_class, self.chart)

@@ -12,7 +12,8 @@ monitors, rules or dashboards.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import cdk8s
 from aws_cdk import Duration
@@ -30,13 +31,15 @@ from eks_inference.charts.monitoring import (
     neuron_pools,
 )
 from eks_inference.constructs._nag import acknowledge, managed_policy_finding
-from eks_inference.constructs.addons import (
-    InferenceAddons,
-    helm_chart,
+from eks_inference.constructs.addons.helm import (
+    PinnedHelmChart,
+    on_pool,
     pool_affinity,
     pool_tolerations,
+    pools_with,
 )
-from eks_inference.constructs.cluster import InferenceCluster
+from eks_inference.constructs.addons.registry import PlatformAddons, Provides
+from eks_inference.constructs.cluster import EksAddon, InferenceCluster
 from eks_inference.observability.signals import KSM_POD_LABELS, SCRAPE_INTERVAL_SECONDS, seconds
 from eks_inference.spec.node_pools import NodePool
 
@@ -59,12 +62,6 @@ KEDA_CRDS = (
     "triggerauthentications.keda.sh",
     "clustertriggerauthentications.keda.sh",
 )
-# Bounded time series: 15 days, and never more than 40 GB on a 50 GiB gp3 volume (the
-# remainder is head block and write-ahead log headroom, so Prometheus deletes old blocks
-# before the volume fills).
-RETENTION = "15d"
-RETENTION_SIZE = "40GB"
-PROMETHEUS_VOLUME = "50Gi"
 STORAGE_CLASS = "gp3-encrypted"
 # Where Grafana's sidecar looks for dashboards: the deployments' namespace and its own.
 GRAFANA_NAMESPACES = (names.INFERENCE_NAMESPACE, names.MONITORING_NAMESPACE)
@@ -77,8 +74,23 @@ _UNREACHABLE_TARGETS = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "k
 _HELM_TIMEOUT = Duration.minutes(15)
 
 
-def _on(pool: NodePool) -> dict[str, Any]:
-    return {"nodeSelector": pool.node_selector(), "tolerations": pool.tolerations()}
+@dataclass(frozen=True)
+class ObservabilityOptions:
+    """How long and how much :class:`InferenceObservability` keeps.
+
+    Time series are bounded twice, by age and by size, so Prometheus deletes old blocks
+    before its volume fills: the defaults keep 15 days and never more than 40 GB on a 50 GiB
+    gp3 volume, the remainder being head block and write-ahead log headroom. Raise all three
+    together.
+    """
+
+    retention: str = "15d"
+    """Default ``15d``: long enough to compare a model's load against the last two weeks."""
+    retention_size: str = "40GB"
+    """Default ``40GB``: 80% of :attr:`prometheus_volume`, leaving room for the head block
+    and the write-ahead log."""
+    prometheus_volume: str = "50Gi"
+    """Default ``50Gi``: the encrypted gp3 volume of Prometheus' time series."""
 
 
 class InferenceObservability(Construct):
@@ -89,8 +101,8 @@ class InferenceObservability(Construct):
     * **kube-prometheus-stack** (``versions.KUBE_PROMETHEUS_STACK_CHART``) in
       ``names.MONITORING_NAMESPACE``, everything on the system pool: the Prometheus Operator
       and its CRDs; Prometheus selecting PodMonitors, ServiceMonitors and rules in every
-      namespace, keeping :data:`RETENTION` or :data:`RETENTION_SIZE` on a
-      :data:`PROMETHEUS_VOLUME` volume; Alertmanager; Grafana, whose sidecar loads the
+      namespace, keeping what :class:`ObservabilityOptions` bounds (15 days, at most 40 GB
+      on a 50 GiB volume, by default); Alertmanager; Grafana, whose sidecar loads the
       deployments' dashboard ConfigMaps from :data:`GRAFANA_NAMESPACES` only (with Roles in
       those namespaces, no ClusterRole) and whose admin password is
       generated (never the chart's published default); kube-state-metrics exporting the
@@ -103,21 +115,26 @@ class InferenceObservability(Construct):
     * **KEDA** (``versions.KEDA_CHART``) in ``names.KEDA_NAMESPACE`` on the system pool,
       with its operator and metrics server scraped.
 
-    The Prometheus Operator and KEDA CRDs are registered with ``addons``, so a deployment's
-    monitors, rules and ScaledObjects are applied after the add-on that installs their CRD
-    (``addons.crd_installer``). Exporters, KEDA and the neuron-monitor objects wait for
-    kube-prometheus-stack, whose ServiceMonitor and PodMonitor CRDs they use.
+    It registers with ``platform`` as its metrics stack, with kube-prometheus-stack as the
+    installer of the Prometheus Operator CRDs and KEDA as that of its own, so a deployment's
+    monitors, rules and ScaledObjects are applied after the release that installs their CRD.
+    Exporters, KEDA and the neuron-monitor objects wait for kube-prometheus-stack, whose
+    ServiceMonitor and PodMonitor CRDs they use.
     """
+
+    PROVIDES: ClassVar[Provides] = Provides(crds=(*PROMETHEUS_OPERATOR_CRDS, *KEDA_CRDS))
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        cluster: InferenceCluster,
-        addons: InferenceAddons,
+        platform: PlatformAddons,
+        options: ObservabilityOptions | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.options = options or ObservabilityOptions()
+        cluster = platform.cluster
         system = cluster.system_pool
         self.ebs_csi_role, self.ebs_csi_addon = self._add_ebs_csi(cluster)
         storage_class = eks.KubernetesManifest(
@@ -137,8 +154,9 @@ class InferenceObservability(Construct):
         for follower in (self.dcgm_exporter, self.neuron_monitor, self.keda):
             if follower is not None:
                 follower.node.add_dependency(self.kube_prometheus_stack)
-        addons.register_crd_installer(PROMETHEUS_OPERATOR_CRDS, self.kube_prometheus_stack)
-        addons.register_crd_installer(KEDA_CRDS, self.keda)
+        platform.set_metrics(self)
+        platform.add_crd_installer(PROMETHEUS_OPERATOR_CRDS, self.kube_prometheus_stack)
+        platform.add_crd_installer(KEDA_CRDS, self.keda)
 
     def _add_ebs_csi(self, cluster: InferenceCluster) -> tuple[iam.Role, eks.Addon]:
         role = iam.Role(
@@ -157,19 +175,20 @@ class InferenceObservability(Construct):
             "AWS's policy for the EBS CSI driver, maintained with the driver; its create and "
             "delete actions are conditioned on the volume tags the driver sets.",
         )
-        addon = cluster.add_eks_addon(
+        addon = EksAddon(
+            self,
             "EbsCsi",
+            cluster=cluster,
             addon_name="aws-ebs-csi-driver",
             addon_version=versions.EBS_CSI_ADDON_VERSION,
             identity=(role, _EBS_CSI_SERVICE_ACCOUNT),
-            scope=self,
         )
         return role, addon
 
     def _add_kube_prometheus_stack(
         self, cluster: InferenceCluster, system: NodePool
     ) -> eks.HelmChart:
-        on_system = _on(system)
+        on_system = on_pool(system)
         values: dict[str, Any] = {
             "fullnameOverride": names.KUBE_PROMETHEUS_STACK_NAME,
             "prometheusOperator": {
@@ -180,8 +199,8 @@ class InferenceObservability(Construct):
                 "prometheusSpec": {
                     **on_system,
                     "scrapeInterval": seconds(SCRAPE_INTERVAL_SECONDS),
-                    "retention": RETENTION,
-                    "retentionSize": RETENTION_SIZE,
+                    "retention": self.options.retention,
+                    "retentionSize": self.options.retention_size,
                     "resources": {
                         "requests": dict(_PROMETHEUS_RESOURCES),
                         "limits": {"memory": _PROMETHEUS_RESOURCES["memory"]},
@@ -195,7 +214,9 @@ class InferenceObservability(Construct):
                             "spec": {
                                 "storageClassName": STORAGE_CLASS,
                                 "accessModes": ["ReadWriteOnce"],
-                                "resources": {"requests": {"storage": PROMETHEUS_VOLUME}},
+                                "resources": {
+                                    "requests": {"storage": self.options.prometheus_volume}
+                                },
                             }
                         }
                     },
@@ -227,11 +248,11 @@ class InferenceObservability(Construct):
             },
             **{target: {"enabled": False} for target in _UNREACHABLE_TARGETS},
         }
-        return helm_chart(
+        return PinnedHelmChart(
             self,
-            cluster,
             "KubePrometheusStack",
-            versions.KUBE_PROMETHEUS_STACK_CHART,
+            cluster=cluster,
+            pinned=versions.KUBE_PROMETHEUS_STACK_CHART,
             release=names.KUBE_PROMETHEUS_STACK_NAME,
             namespace=names.MONITORING_NAMESPACE,
             create_namespace=True,
@@ -241,14 +262,14 @@ class InferenceObservability(Construct):
         )
 
     def _add_dcgm_exporter(self, cluster: InferenceCluster) -> eks.HelmChart | None:
-        pools = [p for p in cluster.node_pools if p.accelerator is Accelerator.NVIDIA]
+        pools = pools_with(cluster.node_pools, Accelerator.NVIDIA)
         if not pools:
             return None
-        return helm_chart(
+        return PinnedHelmChart(
             self,
-            cluster,
             "DcgmExporter",
-            versions.DCGM_EXPORTER_CHART,
+            cluster=cluster,
+            pinned=versions.DCGM_EXPORTER_CHART,
             release="dcgm-exporter",
             namespace=names.MONITORING_NAMESPACE,
             values={
@@ -275,13 +296,13 @@ class InferenceObservability(Construct):
         )
 
     def _add_keda(self, cluster: InferenceCluster, system: NodePool) -> eks.HelmChart:
-        on_system = _on(system)
+        on_system = on_pool(system)
         scraped = {"enabled": True, "serviceMonitor": {"enabled": True}}
-        return helm_chart(
+        return PinnedHelmChart(
             self,
-            cluster,
             "Keda",
-            versions.KEDA_CHART,
+            cluster=cluster,
+            pinned=versions.KEDA_CHART,
             release="keda",
             namespace=names.KEDA_NAMESPACE,
             create_namespace=True,
