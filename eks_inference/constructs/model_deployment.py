@@ -118,10 +118,10 @@ class ModelDeployment(Construct):
       :func:`~eks_inference.charts.deployment.observability_charts` (PodMonitors, alert rules
       and the dashboard, when the platform has ``InferenceObservability``; the KEDA
       ScaledObject of an autoscaled standalone vLLM), in that order (:attr:`charts`,
-      :attr:`manifests`), each after what it needs: the namespaces it uses; the Mountpoint driver and its role's
-      policy for charts with volumes; the add-on that installs its custom resources (KubeRay
-      for a RayService, kube-prometheus-stack for monitors, KEDA); the Pod Identity
-      association (and the role) of every identity its pods use, since the Pod Identity
+      :attr:`manifests`), each after what it needs: the namespaces it uses; the Mountpoint
+      driver and its role's policy for charts with volumes; the add-on that installs its
+      custom resources (KubeRay for a RayService, kube-prometheus-stack for monitors, KEDA);
+      the Pod Identity association (and the role) of every identity its pods use, since the Pod Identity
       webhook gives credentials only to pods created after the association;
     * one IAM role per identity the charts' pods need, given through Pod Identity to exactly
       that service account and granted exactly the prefixes recorded: for
