@@ -121,8 +121,8 @@ class ModelDeployment(Construct):
       :attr:`manifests`), each after what it needs: the namespaces it uses; the Mountpoint
       driver and its role's policy for charts with volumes; the add-on that installs its
       custom resources (KubeRay for a RayService, kube-prometheus-stack for monitors, KEDA);
-      the Pod Identity association (and the role) of every identity its pods use, since the Pod Identity
-      webhook gives credentials only to pods created after the association;
+      the Pod Identity association (and the role) of every identity its pods use, since the
+      Pod Identity webhook gives credentials only to pods created after the association;
     * one IAM role per identity the charts' pods need, given through Pod Identity to exactly
       that service account and granted exactly the prefixes recorded: for
       ``loader: runai_streamer`` the servers read the weights prefix
