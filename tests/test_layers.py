@@ -175,3 +175,16 @@ def test_importing_the_package_and_validating_a_spec_starts_no_node() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip() == "[]", result.stderr
+
+
+# A module longer than this does more than one job; a command module longer than the CLI's
+# bound holds logic that belongs in the operations (eks_inference/ops/).
+MAX_MODULE_LINES = 600
+MAX_COMMAND_MODULE_LINES = 250
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_is_longer_than_one_job(module: str) -> None:
+    lines = len(MODULES[module].read_text(encoding="utf-8").splitlines())
+    bound = MAX_COMMAND_MODULE_LINES if module.startswith("eks_inference.cli") else MAX_MODULE_LINES
+    assert lines <= bound, f"{module} has {lines} lines; split it (at most {bound})"

@@ -26,7 +26,11 @@ from eks_inference.constructs.addons.mountpoint import MountpointS3CsiOptions
 from eks_inference.constructs.addons.neuron import NeuronDevicePluginOptions
 from eks_inference.constructs.addons.nvidia import NvidiaDevicePluginOptions
 from eks_inference.constructs.addons.observability import ObservabilityOptions
-from eks_inference.constructs.cluster import EksAddon, InferenceCluster, PodIdentity
+from eks_inference.constructs.cluster import (
+    InferenceCluster,
+    PodIdentity,
+)
+from eks_inference.constructs.eks_addon import EksAddon
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.constructs.model_deployment import ModelDeployment, NeuronRayImage
 from eks_inference.constructs.nodegroups import PoolNodegroup, cluster_autoscaler_tags

@@ -7,7 +7,7 @@ while it is built: availability zones are either given or left to CloudFormation
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from typing import cast
@@ -31,6 +31,7 @@ from eks_inference.constructs._nag import (
     managed_policy_finding,
     wildcard_resource_finding,
 )
+from eks_inference.constructs.eks_addon import EksAddon
 from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.spec.node_pools import NodePool, managed_node_group_problems, system_pool_of
@@ -551,52 +552,3 @@ class InferenceCluster(Construct):
                 "operators on those networks run kubectl without a VPN; it is authenticated "
                 "by IAM.",
             )
-
-
-class EksAddon(eks.Addon):
-    """An EKS managed add-on of an :class:`InferenceCluster`, removed with the stack.
-
-    With ``identity`` (a role and the add-on's service account) the add-on's own Pod Identity
-    association gives the role to that account, and the add-on waits for the cluster's Pod
-    Identity agent: ``eks.Addon`` has no property for it, its CloudFormation resource has.
-    ``overwrite`` takes over an installation EKS made itself (the VPC CNI).
-    ``configuration_values`` are the add-on's own settings (its configuration schema). The
-    add-on is deleted with the stack (``preserve_on_delete=False``): it holds no data.
-    """
-
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        cluster: InferenceCluster,
-        addon_name: str,
-        addon_version: str,
-        identity: tuple[iam.IRole, str] | None = None,
-        overwrite: bool = False,
-        configuration_values: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(
-            scope,
-            construct_id,
-            cluster=cluster.eks_cluster,
-            addon_name=addon_name,
-            addon_version=addon_version,
-            configuration_values=configuration_values,
-            preserve_on_delete=False,
-        )
-        if identity is None and not overwrite:
-            return
-        cfn_addon = self.node.default_child
-        if not isinstance(cfn_addon, eks.CfnAddon):
-            raise TypeError(f"unexpected default child of eks.Addon: {cfn_addon!r}")
-        if overwrite:
-            cfn_addon.resolve_conflicts = "OVERWRITE"
-        if identity is not None:
-            role, service_account = identity
-            cfn_addon.pod_identity_associations = [
-                eks.CfnAddon.PodIdentityAssociationProperty(
-                    role_arn=role.role_arn, service_account=service_account
-                )
-            ]
-            self.node.add_dependency(cluster.pod_identity_agent)

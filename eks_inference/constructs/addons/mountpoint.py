@@ -10,7 +10,7 @@ from constructs import Construct, IConstruct
 
 from eks_inference import names, versions
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
-from eks_inference.constructs.cluster import EksAddon
+from eks_inference.constructs.eks_addon import EksAddon
 from eks_inference.constructs.model_bucket import ModelBucket
 
 # The role is created beside the add-on, in the same scope, under this id.

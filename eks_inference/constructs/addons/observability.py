@@ -39,7 +39,8 @@ from eks_inference.constructs.addons.helm import (
     pools_with,
 )
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
-from eks_inference.constructs.cluster import EksAddon, InferenceCluster
+from eks_inference.constructs.cluster import InferenceCluster
+from eks_inference.constructs.eks_addon import EksAddon
 from eks_inference.observability.signals import KSM_POD_LABELS, SCRAPE_INTERVAL_SECONDS, seconds
 from eks_inference.spec.node_pools import NodePool
 
