@@ -29,6 +29,14 @@ Sources, read at the pinned versions:
   aws-neuron/aws-neuron-sdk) and its user guide's Prometheus companion-script section.
 - **kube-state-metrics 2.20.0** (chart 8.4.0, a dependency of kube-prometheus-stack 88.5.3):
   ``docs/metrics/workload/pod-metrics.md`` and ``deployment-metrics.md`` at tag v2.20.0.
+- **Knative Serving 1.21.3** (``engine: kserve``): OpenTelemetry instruments of the autoscaler
+  (``pkg/reconciler/autoscaling/kpa/metrics.go``) and activator
+  (``pkg/activator/handler/metrics.go``) at tag knative-v1.21.3 of knative/serving, exported
+  for Prometheus with ``otlptranslator.UnderscoreEscapingWithSuffixes``
+  (``vendor/knative.dev/pkg/observability/metrics/prometheus_enabled.go``): dots become
+  underscores and units in braces add no suffix (``kn.revision.pods.requested`` ->
+  ``kn_revision_pods_requested``). Labels ``k8s_namespace_name``, ``kn_service_name``,
+  ``kn_revision_name``; the platform's scrape adds the deployment's label.
 """
 
 from __future__ import annotations
@@ -103,6 +111,11 @@ NEURON_MONITOR = Source(
 )
 KUBE_STATE_METRICS = Source(
     "kube-state-metrics", "2.20.0", "docs/metrics/workload/{pod,deployment}-metrics.md"
+)
+KNATIVE = Source(
+    "Knative Serving",
+    "1.21.3",
+    "pkg/reconciler/autoscaling/kpa/metrics.go, pkg/activator/handler/metrics.go",
 )
 
 # vLLM's engine metrics (the standalone server's /metrics).
@@ -264,6 +277,27 @@ KUBE_STATE_METRICS_METRICS = (
     KSM_DEPLOYMENT_SPEC_REPLICAS,
 )
 
+# Knative Serving's autoscaler (per revision) and activator, for engine: kserve.
+KNATIVE_PODS_REQUESTED = Metric(
+    "kn_revision_pods_requested",
+    Kind.GAUGE,
+    KNATIVE,
+    "pods the autoscaler asked Kubernetes for (0 while scaled to zero)",
+)
+KNATIVE_PODS_NOT_READY = Metric(
+    "kn_revision_pods_not_ready_count",
+    Kind.GAUGE,
+    KNATIVE,
+    "pods allocated but not ready: starting, pulling or loading the model",
+)
+KNATIVE_ACTIVATOR_CONCURRENCY = Metric(
+    "kn_revision_request_concurrency",
+    Kind.GAUGE,
+    KNATIVE,
+    "requests the activator holds or proxies (all of them while no replica is ready)",
+)
+KNATIVE_METRICS = (KNATIVE_PODS_REQUESTED, KNATIVE_PODS_NOT_READY, KNATIVE_ACTIVATOR_CONCURRENCY)
+
 ALL_METRICS: tuple[Metric, ...] = (
     *VLLM_METRICS,
     *RAY_VLLM_METRICS,
@@ -271,6 +305,7 @@ ALL_METRICS: tuple[Metric, ...] = (
     *DCGM_METRICS,
     *NEURON_MONITOR_METRICS,
     *KUBE_STATE_METRICS_METRICS,
+    *KNATIVE_METRICS,
 )
 KNOWN_SERIES: frozenset[str] = frozenset(s for m in ALL_METRICS for s in m.series)
 """Every series name an expression of this project may read."""

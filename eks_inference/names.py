@@ -95,3 +95,28 @@ def prometheus_url() -> str:
 def karpenter_node_role_name(cluster_name: str) -> str:
     """IAM role of the nodes Karpenter launches for ``cluster_name``."""
     return f"{_KARPENTER_NODE_ROLE_PREFIX}{cluster_name}"
+
+
+# KServe on Knative Serving (engine: kserve). The KServe chart installs the InferenceService
+# CRD; the Knative Operator runs Knative Serving in its namespace and the Kourier gateway in
+# its own (both names fixed by the operator's manifests at knative-v1.21.4), where the gateway's
+# cluster-local listener is the Service `kourier-internal` (port 80 to the pods' 8081).
+INFERENCESERVICE_CRD = "inferenceservices.serving.kserve.io"
+KSERVE_NAMESPACE = "kserve"
+KNATIVE_SERVING_NAMESPACE = "knative-serving"
+KOURIER_NAMESPACE = "kourier-system"
+KOURIER_INTERNAL_SERVICE = "kourier-internal"
+KOURIER_INTERNAL_PORT = 80
+# Pod labels of the Kourier gateway and of Knative's activator and autoscaler.
+KOURIER_GATEWAY_LABELS = {"app": "3scale-kourier-gateway"}
+KNATIVE_ACTIVATOR_LABELS = {"app": "activator"}
+KNATIVE_AUTOSCALER_LABELS = {"app": "autoscaler"}
+
+
+def kserve_predictor_name(deployment_name: str) -> str:
+    """The Knative Service KServe makes for an InferenceService's predictor: ``<name>-predictor``.
+
+    Knative serves it on the gateway's cluster-local listener as
+    ``<name>-predictor.<namespace>.svc.cluster.local``, and names its revisions after it.
+    """
+    return f"{deployment_name}-predictor"

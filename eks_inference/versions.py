@@ -213,3 +213,34 @@ EKS_AL2023_AMI_RELEASE = "v20260714"
 # AWS CLI 2.15.0 or later; this tag is one the project saw published for amazon/aws-cli
 # (unverified against ECR Public from here, which mirrors every release tag).
 AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.33.10"
+
+# KServe on Knative Serving (engine: kserve), the versions KServe v0.20.0 is released and tested
+# with (kserve-deps.env at tag v0.20.0 of kserve/kserve: Knative Serving 1.21.1, operator
+# v1.21.1, cert-manager v1.17.0), each at its newest patch release. KServe's two charts come
+# from its OCI registry; the controller image tag defaults to the chart's version.
+KSERVE_VERSION = "v0.20.0"
+KSERVE_CRD_CHART = HelmChartVersion(
+    chart="kserve-crd", repository="oci://ghcr.io/kserve/charts/kserve-crd", version=KSERVE_VERSION
+)
+KSERVE_CHART = HelmChartVersion(
+    chart="kserve-resources",
+    repository="oci://ghcr.io/kserve/charts/kserve-resources",
+    version=KSERVE_VERSION,
+)
+# The Knative Operator installs Knative Serving and its networking layer (Kourier) from the
+# manifests it carries for each supported release (cmd/operator/kodata at tag knative-v1.21.4
+# of knative/operator holds Serving 1.21.0 to 1.21.3); its Helm repository indexes the chart
+# as v<version> (hack/find_helm_chart_releases_and_create_helm_index.sh).
+KNATIVE_OPERATOR_CHART = HelmChartVersion(
+    chart="knative-operator", repository="https://knative.github.io/operator", version="v1.21.4"
+)
+KNATIVE_SERVING_VERSION = "1.21.3"
+# The Kourier gateway (Envoy): the operator's Kourier manifest names the floating tag
+# `v1.36-latest`; this is the newest 1.36 patch release (2026-08-26, envoyproxy.io release
+# history), set through the KnativeServing's image overrides.
+KOURIER_GATEWAY_IMAGE = "docker.io/envoyproxy/envoy:v1.36.10"
+# cert-manager issues the KServe webhook's certificate. 1.21.1 (2026-07-29) is the newest
+# release; KServe's own pin (1.17.0) is out of support and predates Kubernetes 1.35.
+CERT_MANAGER_CHART = HelmChartVersion(
+    chart="cert-manager", repository="https://charts.jetstack.io", version="v1.21.1"
+)

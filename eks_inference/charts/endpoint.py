@@ -68,7 +68,6 @@ from constructs import Construct
 from eks_inference.charts.chart import DeploymentChart, ObjectsChart
 from eks_inference.charts.common import (
     API_KEY_SECRET_NEED,
-    OPENAI_PORT,
     PART_OF,
     RenderContext,
     api_object,
@@ -144,9 +143,13 @@ def load_balancer_annotations(route: Route, vpc_cidr: str) -> dict[str, str]:
 
 def target_annotations(target: Backend) -> dict[str, str]:
     """The annotations of one deployment's target group: IP targets, health, draining."""
+    health_port = (
+        {} if target.health_port is None else {"healthcheck-port": str(target.health_port)}
+    )
     return _alb(
         {
             "target-type": "ip",
+            **health_port,
             "healthcheck-path": target.health_path,
             "healthcheck-interval-seconds": str(HEALTH_CHECK_INTERVAL_S),
             "healthcheck-timeout-seconds": str(HEALTH_CHECK_TIMEOUT_S),
@@ -177,6 +180,15 @@ def strip_prefix_transform(path: str) -> list[dict[str, Any]]:
     ]
 
 
+def host_header_transform(host: str) -> dict[str, Any]:
+    """The rewrite that sets every request's Host to ``host`` (a DNS name: nothing in it is
+    read as a pattern by the replacement)."""
+    return {
+        "type": "host-header-rewrite",
+        "hostHeaderRewriteConfig": {"rewrites": [{"regex": "^.*$", "replace": host}]},
+    }
+
+
 def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str, Any]:
     """The Ingress of ``spec`` on ``route``'s load balancer: one path, the deployment's API.
 
@@ -187,9 +199,12 @@ def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str,
         raise ValueError(f"route of deployment {route.deployment!r} given for {spec.name!r}")
     target = serving_engine(spec).backend(spec)
     annotations = {**load_balancer_annotations(route, vpc_cidr), **target_annotations(target)}
-    if route.path is not None:
+    transforms = strip_prefix_transform(route.path) if route.path is not None else []
+    if target.host_header is not None:
+        transforms.append(host_header_transform(target.host_header))
+    if transforms:
         annotations[f"{ALB_ANNOTATION_PREFIX}transforms.{target.service}"] = json.dumps(
-            strip_prefix_transform(route.path), separators=(",", ":")
+            transforms, separators=(",", ":")
         )
     rule: dict[str, Any] = {
         "http": {
@@ -198,7 +213,7 @@ def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str,
                     "path": f"{route.path or ''}{OPENAI_API_PATH}",
                     "pathType": "Prefix",
                     "backend": {
-                        "service": {"name": target.service, "port": {"number": OPENAI_PORT}}
+                        "service": {"name": target.service, "port": {"number": target.port}}
                     },
                 }
             ]
@@ -209,7 +224,12 @@ def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str,
     return api_object(
         "networking.k8s.io/v1",
         "Ingress",
-        metadata(spec.name, object_labels(spec, ENDPOINT_ROLE), annotations=annotations),
+        metadata(
+            spec.name,
+            object_labels(spec, ENDPOINT_ROLE),
+            namespace=target.namespace,
+            annotations=annotations,
+        ),
         {"spec": {"ingressClassName": ALB_INGRESS_CLASS, "rules": [rule]}},
     )
 
@@ -232,7 +252,10 @@ class EndpointChart(DeploymentChart):
             spec,
             ENDPOINT_ROLE,
             [ingress(spec, route, context.vpc_cidr)],
-            PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,), ingress_classes=(ALB_INGRESS_CLASS,)),
+            PlatformNeeds(
+                namespaces=(serving_engine(spec).backend(spec).namespace,),
+                ingress_classes=(ALB_INGRESS_CLASS,),
+            ),
         )
 
 

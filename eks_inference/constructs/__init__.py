@@ -7,6 +7,7 @@ from eks_inference.constructs.addons import (
     InferenceAddons,
     InferenceObservability,
     KarpenterNodeProvisioning,
+    KServe,
     KubeRay,
     LoadBalancerController,
     MountpointS3Csi,
@@ -18,6 +19,7 @@ from eks_inference.constructs.addons.api_keys import ApiKeysOptions
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscalerOptions
 from eks_inference.constructs.addons.helm import PinnedHelmChart
 from eks_inference.constructs.addons.karpenter import KarpenterOptions
+from eks_inference.constructs.addons.kserve import KServeOptions
 from eks_inference.constructs.addons.kuberay import KubeRayOptions
 from eks_inference.constructs.addons.load_balancer_controller import (
     LoadBalancerControllerOptions,
@@ -44,6 +46,8 @@ __all__ = [
     "InferenceAddons",
     "InferenceCluster",
     "InferenceObservability",
+    "KServe",
+    "KServeOptions",
     "KarpenterNodeProvisioning",
     "KarpenterOptions",
     "KubeRay",

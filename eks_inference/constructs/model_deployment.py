@@ -258,7 +258,10 @@ class ModelDeployment(Construct):
             )
             needs = chart.needs
             # Everything the manifest waits for, added in one call.
-            dependencies: list[IConstruct] = [cluster.namespace(n) for n in needs.namespaces]
+            # require() made sure something creates each namespace.
+            dependencies: list[IConstruct] = [
+                maker for n in needs.namespaces if (maker := platform.namespace(n)) is not None
+            ]
             if self.manifests:
                 # Apply order is list order: a server mounts the claims applied before it.
                 dependencies.append(self.manifests[-1])

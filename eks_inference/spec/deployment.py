@@ -39,11 +39,14 @@ from eks_inference.spec.engines import (
     EngineName,
     engine_of,
     engine_rules,
+    scale_to_zero_problem,
+    serverless_settings_problem,
     supported_accelerator_problem,
     supported_loader_problem,
 )
 from eks_inference.spec.loading import Weights
 from eks_inference.spec.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
+from eks_inference.spec.serverless import Serverless
 from eks_inference.spec.validation import Problems, Rule, rule_error, validate_with_rules
 
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
@@ -151,7 +154,9 @@ class Scaling(BaseModel):
     applies to ``engine: vllm`` only (Ray Serve always scales between the bounds): it gives
     the Deployment a KEDA autoscaler on the engine's queue depth and KV-cache use, fed by the
     cluster's Prometheus. Off by default, so a standalone Deployment stays a fixed size
-    unless the metrics pipeline is asked for.
+    unless the metrics pipeline is asked for. ``min_replicas: 0`` is for engines that scale
+    to zero (Ray Serve, KServe); ``serverless`` holds the Knative settings of ``engine:
+    kserve`` (:class:`~eks_inference.spec.serverless.Serverless`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -163,6 +168,11 @@ class Scaling(BaseModel):
         default=False,
         description="engine: vllm only: scale the Deployment between min_replicas and "
         "max_replicas with KEDA on queue depth and KV-cache use (Prometheus).",
+    )
+    serverless: Serverless = Field(
+        default_factory=Serverless,
+        description="Engines on Knative (engine: kserve) only: scale-to-zero retention, "
+        "initial replicas, progress deadline and request timeout.",
     )
 
     @model_validator(mode="after")
@@ -524,6 +534,8 @@ _RULES = (
     _rule("model limits.max_model_len", _check_context_length),
     _rule(f"model instance_type tensor_parallel_size {_LIMITS_SIZED}", _check_fit),
     _rule("weights.loader engine instance_type", supported_loader_problem),
+    _rule("engine scaling.min_replicas", scale_to_zero_problem),
+    _rule("engine scaling.serverless", serverless_settings_problem),
     _rule("instance_type limits.gpu_memory_utilization", _check_gpu_only_limits),
     _rule("instance_type neuron", _check_neuron_only_on_inf2),
     _rule(

@@ -87,6 +87,16 @@ class Engine(ABC):
         """Whether something changes the replica count between the scaling bounds."""
         return spec.scaling.min_replicas != spec.scaling.max_replicas
 
+    #: Whether ``scaling.min_replicas: 0`` works: something outside the model's replicas
+    #: holds the first request while a replica starts (Ray Serve's proxy, Knative's activator).
+    scales_to_zero: ClassVar[bool] = False
+    #: Whether the engine runs as Knative revisions and reads ``scaling.serverless``.
+    runs_on_knative: ClassVar[bool] = False
+
+    def unsupported_reason(self, accelerator: Accelerator) -> str | None:
+        """Why the engine does not run on ``accelerator``, for the error refusing it."""
+        return None
+
 
 class EngineRegistry:
     """The engines a spec may name, by name.
@@ -250,9 +260,41 @@ def supported_accelerator_problem(spec: ModelDeploymentSpec, problems: Problems)
         return
     kinds = " or ".join(_INSTANCE_KIND[a] for a in sorted(engine.accelerators))
     others = [e.name for e in ENGINES if spec.accelerator in e.accelerators]
+    reason = engine.unsupported_reason(spec.accelerator)
     problems.add(
         ("engine",),
         f"engine {engine.name} ({engine.summary}) runs only on {kinds}, not "
-        f"{spec.instance_type}; use another instance type, or engine: {' or '.join(others)}",
+        f"{spec.instance_type}{f' ({reason})' if reason else ''}; use another instance type, "
+        f"or engine: {' or '.join(others)}",
         spec.engine,
+    )
+
+
+def scale_to_zero_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """``scaling.min_replicas: 0`` only for an engine that scales to zero."""
+    engine = engine_of(spec)
+    if spec.scaling.min_replicas > 0 or engine.scales_to_zero:
+        return
+    able = [e.name for e in ENGINES if e.scales_to_zero]
+    problems.add(
+        ("scaling", "min_replicas"),
+        f"engine {engine.name} ({engine.summary}) does not scale to zero: nothing would hold "
+        "the first request while a replica starts; set min_replicas >= 1"
+        + (f", or use engine: {' or '.join(able)}" if able else ""),
+        spec.scaling.min_replicas,
+    )
+
+
+def serverless_settings_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """``scaling.serverless`` only for an engine that runs as Knative revisions."""
+    engine = engine_of(spec)
+    given = sorted(spec.scaling.serverless.model_fields_set)
+    if engine.runs_on_knative or not given:
+        return
+    knative = [e.name for e in ENGINES if e.runs_on_knative]
+    problems.add(
+        ("scaling", "serverless"),
+        f"engine {engine.name} ({engine.summary}) does not run on Knative, so "
+        f"scaling.serverless ({', '.join(given)}) would do nothing; remove it"
+        + (f", or use engine: {' or '.join(knative)}" if knative else ""),
     )

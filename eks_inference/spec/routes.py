@@ -13,8 +13,10 @@ common failure reported with LLM servers behind load balancers. The timeout here
 enough for ``max_model_len`` tokens of one sequence at the decode throughput bound of
 ``eks-inference plan`` (:func:`eks_inference.sizing.decode_tokens_per_second_bound`, a full
 batch at full context, divided among the batch's sequences), doubled because the bound is a
-ceiling that real engines do not reach, and never below 300 s. It is a load-balancer
-attribute, so every Ingress of the group renders the longest of its deployments' timeouts.
+ceiling that real engines do not reach, and never below 300 s. A deployment that scales to
+zero adds a cold start before that (:func:`cold_start_seconds`): the first request after idle
+gets nothing back until a replica has come up. It is a load-balancer attribute, so every
+Ingress of the group renders the longest of its deployments' timeouts.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from eks_inference import sizing
+from eks_inference import load_budget, sizing
 from eks_inference.names import VPC_CIDR
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.endpoints import Endpoint, Scheme
@@ -120,12 +122,21 @@ def decode_seconds(spec: ModelDeploymentSpec) -> float:
     return limits.max_model_len / per_sequence
 
 
+def cold_start_seconds(spec: ModelDeploymentSpec) -> int:
+    """How long a request may wait for a replica before it is served: the rollout budget
+    (node launch, image pull, model load) when ``spec`` scales to zero, else nothing."""
+    return load_budget.rollout_seconds(spec) if spec.scaling.min_replicas == 0 else 0
+
+
 def idle_timeout_seconds(spec: ModelDeploymentSpec) -> int:
-    """The idle timeout ``spec`` needs: twice :func:`decode_seconds`, at least 300 s.
+    """The idle timeout ``spec`` needs: twice :func:`decode_seconds`, at least 300 s, after
+    a cold start (:func:`cold_start_seconds`) when it scales to zero: the first request after
+    idle sends nothing back until a replica has loaded the model.
 
     May exceed :data:`MAX_IDLE_TIMEOUT_S`; :func:`check_routes` rejects such a deployment.
     """
-    return max(MIN_IDLE_TIMEOUT_S, math.ceil(IDLE_TIMEOUT_MARGIN * decode_seconds(spec)))
+    generation = max(MIN_IDLE_TIMEOUT_S, math.ceil(IDLE_TIMEOUT_MARGIN * decode_seconds(spec)))
+    return cold_start_seconds(spec) + generation
 
 
 def exposed(endpoint: Endpoint | None, spec: ModelDeploymentSpec) -> bool:
@@ -299,7 +310,17 @@ def check_routes(
                 break
         placed.append(route)
         timeout = idle_timeout_seconds(spec)
-        if timeout > MAX_IDLE_TIMEOUT_S:
+        cold = cold_start_seconds(spec)
+        if timeout > MAX_IDLE_TIMEOUT_S and cold:
+            problems.add(
+                ("deployments", index[name], "scaling", "min_replicas"),
+                f"the first request after idle waits a cold start of {cold} s (node launch, "
+                f"image pull, model load) and then up to {timeout - cold} s of generation: "
+                f"{timeout} s, beyond the {MAX_IDLE_TIMEOUT_S} s idle timeout an ALB allows; "
+                "set min_replicas >= 1, lower max_model_len, or set endpoint.expose: false",
+                spec.scaling.min_replicas,
+            )
+        elif timeout > MAX_IDLE_TIMEOUT_S:
             problems.add(
                 ("deployments", index[name], "limits", "max_model_len"),
                 f"a response of max_model_len ({spec.limits.max_model_len}) tokens takes up to "

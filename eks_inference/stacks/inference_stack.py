@@ -13,12 +13,14 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from eks_inference.charts.engines.base import serving_engine
 from eks_inference.constructs import (
     ApiKeys,
     InferenceAddons,
     InferenceCluster,
     InferenceObservability,
     KarpenterNodeProvisioning,
+    KServe,
     LoadBalancerController,
     ModelBucket,
     ModelDeployment,
@@ -96,7 +98,8 @@ class InferenceStack(Stack):
     Creates the :class:`ModelBucket` (named ``platform.model_bucket_name``, so the manifests
     in ``k8s_manifests/`` and the template agree), the :class:`InferenceCluster` with one
     node group per pool, its :class:`InferenceAddons` and :class:`InferenceObservability`
-    (metrics, dashboards, alerts, KEDA), and for every deployment a
+    (metrics, dashboards, alerts, KEDA), :class:`KServe` (:attr:`kserve`) when a deployment's
+    engine serves InferenceServices (``engine: kserve``), and for every deployment a
     :class:`DeploymentStack` holding its :class:`ModelDeployment` (:attr:`deployments`). The
     stack composes them: every add-on registers what it provides with one
     :class:`PlatformAddons` (:attr:`platform_addons`), which each deployment is handed and
@@ -183,6 +186,13 @@ class InferenceStack(Stack):
             )
         self.observability = InferenceObservability(
             self.cluster, "Observability", platform=self.platform_addons
+        )
+        # KServe, Knative and cert-manager only when a deployment's engine needs them.
+        needed = {c for spec in platform.deployments for c in serving_engine(spec).custom_resources}
+        self.kserve: KServe | None = (
+            KServe(self.cluster, "KServe", platform=self.platform_addons)
+            if needed & set(KServe.PROVIDES.crds)
+            else None
         )
         self.load_balancer_controller: LoadBalancerController | None = None
         self.api_keys: ApiKeys | None = None

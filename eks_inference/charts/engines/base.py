@@ -20,9 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from eks_inference.charts.common import OPENAI_PORT
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.pod import Json
 from eks_inference.metrics import Metric
+from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec.engines import Engine, engine_of
 
 if TYPE_CHECKING:
@@ -45,15 +47,23 @@ class ChartObjects:
 class Backend:
     """Where a deployment's load-balancer target group sends requests, and how it checks them.
 
-    ``service`` is the Service in the inference namespace serving the OpenAI API on port 8000,
-    ``health_path`` the path its pods answer 200 on once they serve (the target group's
-    health check), and ``deregistration_delay_seconds`` how long the load balancer drains a
-    target: the pods' termination grace, so a generation in flight is never cut off.
+    ``service`` is the Service serving the OpenAI API (in the inference namespace on port 8000
+    unless ``namespace`` and ``port`` say otherwise), ``health_path`` the path its pods answer
+    200 on once they serve (the target group's health check, on ``health_port`` when the
+    traffic port has no such path), and ``deregistration_delay_seconds`` how long the load
+    balancer drains a target: the pods' termination grace, so a generation in flight is
+    never cut off. ``host_header`` is the Host the load balancer sets on every request, for a
+    Service that routes by host (a Knative gateway); the deployment's Ingress is created in
+    the Service's namespace.
     """
 
     service: str
     health_path: str
     deregistration_delay_seconds: int
+    namespace: str = INFERENCE_NAMESPACE
+    port: int = OPENAI_PORT
+    health_port: int | None = None
+    host_header: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,9 @@ class ServingEngine(Engine):
     component: ClassVar[str]
     #: (uid, gid) its pods read Mountpoint volumes as, when not root.
     volume_owner: ClassVar[tuple[int, int] | None] = None
+    #: CRDs of the objects its server chart renders that an optional add-on installs (the
+    #: reference stack adds the add-on providing them only when a deployment needs them).
+    custom_resources: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def server(

@@ -316,6 +316,8 @@ class RayServiceEngine(ServingEngine):
     summary = "Ray Serve on a KubeRay RayService"
     component = COMPONENT
     volume_owner = (RAY_UID, RAY_GID)
+    # The head's Serve proxy holds the first request while a worker and its node start.
+    scales_to_zero = True
 
     def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         """KubeRay creates ``<name>-head-svc`` and ``<name>-serve-svc`` itself."""

@@ -111,7 +111,7 @@ def _server(
         if requires_api_key(route)
         else None
     )
-    pod_spec = _pod(spec, placement, context, account, weights, artifacts, route, code)
+    pod_spec = server_pod(spec, placement, context, account, weights, artifacts, route, code)
     deployment = api_object(
         "apps/v1",
         "Deployment",
@@ -189,7 +189,7 @@ def _server(
     )
 
 
-def _pod(
+def server_pod(
     spec: ModelDeploymentSpec,
     placement: Placement,
     context: RenderContext,
@@ -199,6 +199,12 @@ def _pod(
     route: Route | None,
     code: shipped.ShippedCode | None,
 ) -> pod.Json:
+    """The pod of one vLLM OpenAI server of ``spec`` (see :class:`VllmEngine`).
+
+    Every engine that runs vLLM's own server builds its pod here: resources, security,
+    probes, weights, the API key and its middleware (with ``code``, the shipped check),
+    placement and the artifacts gate.
+    """
     share = pod_resources(spec.instance, spec.replicas_per_node)
     image = NEURON_VLLM_IMAGE if spec.on_neuron else VLLM_GPU_IMAGE
     volumes = [
@@ -304,17 +310,6 @@ def _check_scaling(spec: ModelDeploymentSpec, problems: Problems) -> None:
             f"replicas; set max_replicas = min_replicas ({scaling.min_replicas}), "
             "autoscale: true to scale on queue depth with KEDA, or engine: rayservice",
             scaling.max_replicas,
-        )
-    if scaling.autoscale and scaling.min_replicas < 1:
-        # The queue the autoscaler reads is the engines' own: with no replica there is no
-        # metric to wake it, and no proxy holds the first request while one starts.
-        problems.add(
-            ("scaling", "min_replicas"),
-            "a standalone vLLM Deployment does not scale to zero (its queue-depth metric "
-            "comes from its own replicas, and nothing holds a request while one loads); set "
-            "min_replicas >= 1, or use engine: rayservice, whose proxy on the Ray head holds "
-            "the first request while a replica starts",
-            scaling.min_replicas,
         )
     if scaling.autoscale and scaling.min_replicas == scaling.max_replicas:
         problems.add(

@@ -18,6 +18,8 @@ at synth, naming the add-on to add, when nothing provides it.
   Controller (the ``alb`` IngressClass);
 * :mod:`~eks_inference.constructs.addons.api_keys`: the API key and the External Secrets
   Operator that syncs it;
+* :mod:`~eks_inference.constructs.addons.kserve`: KServe on Knative Serving and Kourier, with
+  cert-manager (``engine: kserve``);
 * :mod:`~eks_inference.constructs.addons.helm`: what their Helm releases share.
 
 :class:`InferenceAddons` composes the add-ons every inference cluster needs.
@@ -31,6 +33,7 @@ from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.constructs.addons.api_keys import ApiKeys
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscaler
 from eks_inference.constructs.addons.karpenter import KarpenterNodeProvisioning
+from eks_inference.constructs.addons.kserve import KServe
 from eks_inference.constructs.addons.kuberay import KubeRay
 from eks_inference.constructs.addons.load_balancer_controller import LoadBalancerController
 from eks_inference.constructs.addons.mountpoint import MountpointS3Csi
@@ -50,6 +53,7 @@ PROVIDERS: tuple[type[Provider], ...] = (
     InferenceObservability,
     LoadBalancerController,
     ApiKeys,
+    KServe,
 )
 
 
@@ -110,6 +114,13 @@ def require(platform: PlatformAddons, needs: PlatformNeeds, *, deployment: str) 
     synth rather than from a pod that stays Pending or an Ingress nothing serves.
     """
     missing: list[str] = []
+    for namespace in needs.namespaces:
+        if platform.namespace(namespace) is None:
+            advice = _advice(Provides(namespaces=(namespace,)))
+            missing.append(
+                f"the namespace {namespace!r}, which neither the cluster nor an add-on of the "
+                f"platform creates; {advice}"
+            )
     for crd in needs.custom_resources:
         if crd not in platform.crd_installers:
             advice = _advice(Provides(crds=(crd,)))
@@ -164,6 +175,7 @@ __all__ = [
     "ClusterAutoscaler",
     "InferenceAddons",
     "InferenceObservability",
+    "KServe",
     "KarpenterNodeProvisioning",
     "KubeRay",
     "LoadBalancerController",

@@ -68,11 +68,15 @@ class Provides:
     """Whether it is the Mountpoint for S3 CSI driver, which mounts bucket prefixes."""
     nodes: bool = False
     """Whether it launches the nodes of pools that are not managed node groups."""
+    namespaces: tuple[str, ...] = ()
+    """Namespaces it creates, in which deployments place objects (an Ingress in the namespace
+    of the gateway it routes to)."""
 
     def covers(self, needed: Provides) -> bool:
         """Whether everything ``needed`` declares is declared here too."""
         return (
             set(needed.crds) <= set(self.crds)
+            and set(needed.namespaces) <= set(self.namespaces)
             and set(needed.secrets) <= set(self.secrets)
             and set(needed.ingress_classes) <= set(self.ingress_classes)
             and (self.mountpoint or not needed.mountpoint)
@@ -117,6 +121,9 @@ class PlatformAddons:
     mountpoint: MountpointDriver | None = None
     """The Mountpoint for S3 CSI driver: grants it read access to the prefixes volumes
     mount, and is what they are applied after."""
+    namespace_makers: dict[str, IConstruct] = field(default_factory=dict)
+    """Namespace -> the add-on construct that creates it, beyond the cluster's own (the
+    inference namespace); objects in it are applied after it."""
 
     def add_crd_installer(self, crds: Iterable[str], installer: IConstruct) -> None:
         """Record that ``installer`` installs ``crds``; a CRD has one installer."""
@@ -132,6 +139,20 @@ class PlatformAddons:
         _add_once(
             self.ingress_controllers, ingress_class, controller, f"IngressClass {ingress_class!r}"
         )
+
+    def add_namespace_maker(self, namespace: str, maker: IConstruct) -> None:
+        """Record that ``maker`` creates ``namespace``; a namespace has one maker."""
+        _add_once(self.namespace_makers, namespace, maker, f"namespace {namespace!r}")
+
+    def namespace(self, name: str) -> IConstruct | None:
+        """What creates namespace ``name``: an add-on, or the cluster; ``None`` if nothing."""
+        maker = self.namespace_makers.get(name)
+        if maker is not None:
+            return maker
+        try:
+            return self.cluster.namespace(name)
+        except KeyError:
+            return None
 
     def set_metrics(self, metrics: IConstruct) -> None:
         """Record the metrics stack; a cluster has one."""

@@ -1,0 +1,122 @@
+"""The example KServe platform synthesizes credential-free, clean under cdk-nag and cfn-lint, with
+the KServe add-on's Helm values all keys of the pinned charts and no AWS role for it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aws_cdk import App
+
+from eks_inference import versions
+from eks_inference.charts.engines.base import serving_engine
+from eks_inference.spec.platform import PlatformSpec
+from eks_inference.stacks import build_app
+from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, cdk_context, synthesize
+
+EXAMPLE = REPO / "examples" / "kserve-platform.yaml"
+UPSTREAM = REPO / "tests" / "upstream"
+# Values the charts pass into the pod spec whole (a node selector's labels, a Kubernetes
+# Affinity), whatever keys the chart's default holds.
+FREE_MAPS = frozenset({"nodeSelector", "affinity"})
+LATEST = re.compile(r"(?<![A-Za-z])latest(?![A-Za-z])")
+# The pinned values.yaml of each chart the add-on installs (headers name their source).
+VALUES = {
+    versions.CERT_MANAGER_CHART.chart: "cert-manager-v1.21.1-values.yaml",
+    versions.KNATIVE_OPERATOR_CHART.chart: "knative-operator-v1.21.4-values.yaml",
+    versions.KSERVE_CHART.chart: "kserve-resources-v0.20.0-values.yaml",
+}
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    outdir = tmp_path_factory.mktemp("cdk.out.kserve")
+    app, stack = build_app(
+        PlatformSpec.from_yaml(EXAMPLE), app=App(context=cdk_context(), outdir=str(outdir))
+    )
+    return synthesize(app, stack, outdir)
+
+
+def _helm_releases(synth: Synthesized) -> dict[str, dict[str, Any]]:
+    return {
+        r["Properties"]["Chart"]: r["Properties"]
+        for _, _, r in synth.all_resources("Custom::AWSCDK-EKS-HelmChart")
+    }
+
+
+def _pinned_values(chart: str) -> Any:
+    text = (UPSTREAM / VALUES[chart]).read_text()
+    # The operator's chart is released with its image tag written in (hack/generate-helm.sh).
+    return yaml.safe_load(text.replace("{{ tag }}", versions.KNATIVE_OPERATOR_CHART.version))
+
+
+def _missing_keys(given: Any, pinned: Any, path: str = "") -> list[str]:
+    """Keys of ``given`` that the pinned values do not have (maps only; a value the chart
+    leaves empty, ``{}``, and those of :data:`FREE_MAPS` take any keys)."""
+    if not isinstance(given, dict) or not isinstance(pinned, dict) or not pinned:
+        return []
+    missing = []
+    for key, value in given.items():
+        if key not in pinned:
+            missing.append(f"{path}{key}")
+        elif key not in FREE_MAPS:
+            missing += _missing_keys(value, pinned[key], f"{path}{key}.")
+    return missing
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_cdk_nag_cfn_lint_and_pins_are_clean(example: Synthesized) -> None:
+    from cfnlint.api import lint_all
+
+    report = json.loads((example.outdir / "validation-report.json").read_text())
+    assert report["pluginReports"] == []
+    for name, template in example.templates.items():
+        text = json.dumps(template)
+        errors = [
+            f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}"
+            for m in lint_all(text)
+            if m.rule.severity == "error"
+        ]
+        assert errors == [], name
+        assert not LATEST.findall(text), name
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_the_add_ons_releases_are_pinned_and_their_values_exist(example: Synthesized) -> None:
+    releases = _helm_releases(example)
+    for pinned in (
+        versions.CERT_MANAGER_CHART,
+        versions.KNATIVE_OPERATOR_CHART,
+        versions.KSERVE_CRD_CHART,
+        versions.KSERVE_CHART,
+    ):
+        release = releases[pinned.chart]
+        assert (release["Repository"], release["Version"]) == (pinned.repository, pinned.version)
+    for chart in VALUES:
+        values = json.loads(releases[chart].get("Values", "{}"))
+        assert values, chart
+        assert _missing_keys(values, _pinned_values(chart)) == [], chart
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_no_role_for_kserve_knative_or_cert_manager(example: Synthesized) -> None:
+    associations = [
+        r["Properties"]["Namespace"]
+        for _, _, r in example.all_resources("AWS::EKS::PodIdentityAssociation")
+    ]
+    assert not {"kserve", "knative-serving", "knative-operator", "cert-manager"} & set(associations)
+    # The deployment's own identity (Run:ai streamer) is there, in the inference namespace.
+    assert "inference" in associations
+
+
+def test_the_reference_platform_needs_no_kserve() -> None:
+    platform = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
+    assert not [c for s in platform.deployments for c in serving_engine(s).custom_resources]
+    assert Path(EXAMPLE).is_file()
