@@ -20,6 +20,8 @@ from eks_inference.spec.platform import PlatformSpec
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_PLATFORM = REPO / "deployments.yaml"
+# The example platforms of the engines and features the reference platform does not show.
+EXAMPLE_PLATFORMS = sorted((REPO / "examples").glob("*.yaml"))
 # Upstream CRDs at the pinned versions, each with a header naming its source.
 CRDS = REPO / "tests" / "crds"
 

@@ -15,7 +15,12 @@ from eks_inference.observability.signals import signals_of
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.engines import ENGINES
 from eks_inference.spec.platform import PlatformSpec
-from tests.charts.conftest import REFERENCE_PLATFORM, VARIANT_DEPLOYMENTS, VARIANT_POOLS
+from tests.charts.conftest import (
+    EXAMPLE_PLATFORMS,
+    REFERENCE_PLATFORM,
+    VARIANT_DEPLOYMENTS,
+    VARIANT_POOLS,
+)
 from tests.charts.observed import AUTOSCALED, PROMTOOL, PROMTOOL_MISSING, promtool_check_rules
 
 PLATFORMS = [
@@ -28,6 +33,7 @@ PLATFORMS = [
         }
     ),
     AUTOSCALED,
+    *(PlatformSpec.from_yaml(path) for path in EXAMPLE_PLATFORMS),
 ]
 SPECS = [spec for platform in PLATFORMS for spec in platform.deployments]
 REQUIRED_PANELS = {
