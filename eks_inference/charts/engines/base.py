@@ -49,11 +49,14 @@ class Backend:
     ``health_path`` the path its pods answer 200 on once they serve (the target group's
     health check), and ``deregistration_delay_seconds`` how long the load balancer drains a
     target: the pods' termination grace, so a generation in flight is never cut off.
+    ``api_paths`` are the path prefixes the load balancer forwards to it (the OpenAI API;
+    Triton adds KServe's ``/v2/models`` for its framework models), each behind the API key.
     """
 
     service: str
     health_path: str
     deregistration_delay_seconds: int
+    api_paths: tuple[str, ...] = ("/v1",)
 
 
 @dataclass(frozen=True)
@@ -67,11 +70,16 @@ class MetricsTarget:
 
 @dataclass(frozen=True)
 class EngineMetrics:
-    """The metrics a deployment is read through: its engine's names for each quantity."""
+    """The metrics a deployment is read through: its engine's names for each quantity.
 
-    running: Metric
+    ``running`` and ``kv_cache`` are ``None`` for an engine that exports neither (Triton's vLLM
+    backend reports tokens and latencies only); its dashboards and alerts then go without
+    them rather than read a series nothing emits.
+    """
+
+    running: Metric | None
     waiting: tuple[Metric, ...]
-    kv_cache: Metric
+    kv_cache: Metric | None
     ttft: Metric
     itl: Metric
     e2e: Metric

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eks_inference.observability.signals import Signals, signals_of
@@ -33,9 +33,10 @@ _DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
 @dataclass(frozen=True)
 class Series:
-    """One query of a panel and how its legend names it."""
+    """One query of a panel and how its legend names it (``None``: the engine exports no
+    metric for it, and :func:`layout` leaves the series out)."""
 
-    expr: str
+    expr: str | None
     legend: str
 
 
@@ -56,6 +57,21 @@ def _percentiles(table: dict[float, str]) -> tuple[Series, ...]:
 
 
 def layout(signals: Signals) -> tuple[tuple[Panel, ...], ...]:
+    """The dashboard's rows of panels, without the series the engine has no metric for (and
+    the panels left with none)."""
+    rows = []
+    for row in _layout(signals):
+        panels = []
+        for panel in row:
+            series = tuple(s for s in panel.series if s.expr is not None)
+            if series:
+                panels.append(replace(panel, series=series))
+        if panels:
+            rows.append(tuple(panels))
+    return tuple(rows)
+
+
+def _layout(signals: Signals) -> tuple[tuple[Panel, ...], ...]:
     """The panels of a deployment's dashboard, row by row."""
     accelerator = signals.accelerator_unit
     queue = f"autoscaling: {signals.autoscaled_by}"
