@@ -35,6 +35,7 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.engines.base import serving_engine
+from eks_inference.metrics import require_known
 from eks_inference.names import INFERENCE_NAMESPACE, MONITORING_NAMESPACE
 from eks_inference.observability import dashboards
 from eks_inference.observability.signals import (
@@ -149,6 +150,18 @@ def alert_rules(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
             ),
         ]
     )
+    own = [
+        _alert(
+            alert.name,
+            require_known(alert.expr),
+            alert.for_seconds,
+            alert.severity,
+            where,
+            alert.summary,
+            alert.description,
+        )
+        for alert in serving_engine(spec).own_alerts(spec)
+    ]
     return [
         _alert(
             "InferenceQueueGrowing",
@@ -181,6 +194,7 @@ def alert_rules(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
             f"Model load budget {s.load_budget_seconds} s (with node launch and image pull "
             f"{s.rollout_budget_seconds} s); look at the replica's log.",
         ),
+        *own,
     ]
 
 

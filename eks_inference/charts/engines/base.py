@@ -88,6 +88,28 @@ class EngineMetrics:
 
 
 @dataclass(frozen=True)
+class EngineAlert:
+    """An alert of the engine's own, beside those every deployment gets (PromQL ``expr``)."""
+
+    name: str
+    expr: str
+    for_seconds: int
+    severity: str
+    summary: str
+    description: str
+
+
+@dataclass(frozen=True)
+class EnginePanel:
+    """A dashboard panel of the engine's own: ``series`` are (PromQL, legend) pairs."""
+
+    title: str
+    description: str
+    unit: str
+    series: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class ReplicaSeries:
     """PromQL for a deployment's replicas: ready, wanted, loading, and the loading alert.
 
@@ -185,6 +207,14 @@ class ServingEngine(Engine):
     ) -> list[Json]:
         """NetworkPolicies of the engine's own flows (``servers`` selects its serving pods)."""
         return []
+
+    def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
+        """Alerts on the engine's own metrics, beside every deployment's four."""
+        return ()
+
+    def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
+        """A dashboard row of panels on the engine's own metrics, below every deployment's."""
+        return ()
 
     def autoscaled_by_keda(self, spec: ModelDeploymentSpec) -> bool:
         """Whether ``spec`` gets a KEDA ScaledObject on its queue depth and KV-cache use."""

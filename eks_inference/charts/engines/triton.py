@@ -33,11 +33,14 @@ from eks_inference.charts.common import (
     selector_labels,
 )
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.engines import triton_observed
 from eks_inference.charts.engines.base import (
     Backend,
     ChartObjects,
     DeploymentKind,
+    EngineAlert,
     EngineMetrics,
+    EnginePanel,
     MetricsTarget,
     ReplicaSeries,
     ServingEngine,
@@ -538,3 +541,9 @@ class TritonEngine(ServingEngine):
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         return "fixed size: Triton's replicas are set by scaling.min_replicas"
+
+    def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
+        return triton_observed.alerts(spec)
+
+    def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
+        return triton_observed.panels(spec)

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from eks_inference.charts.engines.base import serving_engine
 from eks_inference.observability.signals import Signals, signals_of
 from eks_inference.spec.deployment import ModelDeploymentSpec
 
@@ -264,9 +265,13 @@ def uid(deployment: str) -> str:
 def dashboard(spec: ModelDeploymentSpec) -> Json:
     """The Grafana dashboard of ``spec``: its kind's layout with its own queries and price."""
     signals = signals_of(spec)
+    own = tuple(
+        Panel(p.title, p.description, p.unit, tuple(Series(e, legend) for e, legend in p.series))
+        for p in serving_engine(spec).own_panels(spec)
+    )
     panels: list[Json] = []
     y = 0
-    for row in layout(signals):
+    for row in (*layout(signals), *((own,) if own else ())):
         width = _GRID_WIDTH // len(row)
         for column, panel in enumerate(row):
             panels.append(_panel_json(panel, len(panels) + 1, column * width, y, width))

@@ -28,11 +28,13 @@ from eks_inference.charts.engines.triton import (
 from eks_inference.charts.render import render_platform
 from eks_inference.charts.triton_repository import REPOSITORY_PATH
 from eks_inference.charts.vllm_server import vllm_engine_args
+from eks_inference.metrics import metric_names, unknown_metrics
+from eks_inference.observability.dashboards import dashboard, expressions
 from eks_inference.serve.triton_openai import READY_PATH
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
-from tests.charts.helpers import is_custom_resource, of_kind, one
+from tests.charts.helpers import crd_validator, is_custom_resource, of_kind, one, schema_errors
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "triton-canary.yaml"
@@ -289,3 +291,28 @@ def test_an_engine_triton_deployment_needs_its_repository() -> None:
     data = example_data()
     del triton_data(data)["triton"]
     assert re.search(r"deployments\.0\.triton\n.*add triton: \{models", _problems(data))
+
+
+def test_monitors_alerts_and_dashboard_read_tritons_metrics() -> None:
+    crds = ROOT / "tests" / "crds"
+    validators = {
+        "PodMonitor": crd_validator(crds / "monitoring.coreos.com_podmonitors.yaml", "v1"),
+        "PrometheusRule": crd_validator(crds / "monitoring.coreos.com_prometheusrules.yaml", "v1"),
+    }
+    objects = rendered()["qwen-triton"]
+    for obj in objects:
+        if is_custom_resource(obj):
+            assert not schema_errors(validators[obj["kind"]], obj), obj["kind"]
+    rules = one(objects, "PrometheusRule")["spec"]["groups"][0]["rules"]
+    alerts = {rule["alert"]: rule["expr"] for rule in rules}
+    assert {"TritonRequestsFailing", "TritonQueueSlow"} <= set(alerts)
+    assert "InferenceKVCacheNearlyFull" not in alerts  # the vLLM backend exports no KV gauge
+    assert "nv_inference_request_failure{" in alerts["TritonRequestsFailing"]
+    spec = example().deployment("qwen-triton")
+    board = dashboard(spec)
+    titles = {panel["title"] for panel in board["panels"]}
+    assert {"Triton requests by model", "Triton queue and compute time", "Triton GPU use"} <= titles
+    read = {name for _, expr in expressions(board) for name in metric_names(expr)}
+    assert {"nv_inference_queue_duration_us", "vllm:time_per_output_token_seconds_bucket"} <= read
+    for _, expr in expressions(board):
+        assert not unknown_metrics(expr), expr
