@@ -27,6 +27,13 @@ Sources, read at the pinned versions:
   ``public.ecr.aws/neuron/neuron-monitor`` image): the metrics the Neuron SDK's own Grafana
   dashboard reads (``src/examples/neuron-monitor/neuron-monitor-grafana.json`` of
   aws-neuron/aws-neuron-sdk) and its user guide's Prometheus companion-script section.
+- **Triton 25.11** (server v2.63.0, ``versions.TRITON_RELEASE``): the core's ``src/metrics.cc``
+  at r25.11 of triton-inference-server/core (and ``docs/user_guide/metrics.md`` at v2.63.0 of
+  the server); prometheus-cpp exposes a counter under its registered name, with no ``_total``
+  (:attr:`Kind.UNSUFFIXED_COUNTER`). Labels ``model`` and ``version``; GPU series ``gpu_uuid``.
+  The vLLM backend (``src/utils/metrics.py`` at r25.11 of triton-inference-server/vllm_backend)
+  adds its own ``vllm:`` families to the same ``/metrics`` when the model config sets
+  ``REPORT_CUSTOM_METRICS``; labels ``model`` and ``version``.
 - **kube-state-metrics 2.20.0** (chart 8.4.0, a dependency of kube-prometheus-stack 88.5.3):
   ``docs/metrics/workload/pod-metrics.md`` and ``deployment-metrics.md`` at tag v2.20.0.
 - **Knative Serving 1.21.3** (``engine: kserve``): OpenTelemetry instruments of the autoscaler
@@ -52,6 +59,8 @@ class Kind(StrEnum):
     GAUGE = "gauge"
     COUNTER = "counter"
     HISTOGRAM = "histogram"
+    # A counter exposed under its registered name as is (prometheus-cpp adds no _total).
+    UNSUFFIXED_COUNTER = "unsuffixed counter"
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,7 @@ class Metric:
             return (f"{self.name.removesuffix('_total')}_total",)
         if self.kind is Kind.HISTOGRAM:
             return tuple(f"{self.name}_{suffix}" for suffix in ("bucket", "sum", "count"))
+        # Gauges, and counters their emitter exposes as named (Kind.UNSUFFIXED_COUNTER).
         return (self.name,)
 
     def one(self) -> str:
@@ -221,6 +231,77 @@ SERVE_METRICS = (
     SERVE_REQUESTS,
 )
 
+TRITON = Source("Triton", "25.11 (server 2.63.0)", "src/metrics.cc of triton-inference-server/core")
+TRITON_VLLM = Source(
+    "Triton vLLM backend",
+    "r25.11 (vLLM 0.11.0)",
+    "src/utils/metrics.py of triton-inference-server/vllm_backend",
+)
+TRITON_REQUEST_SUCCESS = Metric(
+    "nv_inference_request_success", Kind.UNSUFFIXED_COUNTER, TRITON, "requests that succeeded"
+)
+TRITON_REQUEST_FAILURE = Metric(
+    "nv_inference_request_failure", Kind.UNSUFFIXED_COUNTER, TRITON, "requests that failed"
+)
+TRITON_QUEUE_DURATION = Metric(
+    "nv_inference_queue_duration_us",
+    Kind.UNSUFFIXED_COUNTER,
+    TRITON,
+    "cumulative microseconds requests waited in the scheduling queue",
+)
+TRITON_COMPUTE_DURATION = Metric(
+    "nv_inference_compute_infer_duration_us",
+    Kind.UNSUFFIXED_COUNTER,
+    TRITON,
+    "cumulative microseconds the backends spent executing requests",
+)
+TRITON_PENDING_REQUESTS = Metric(
+    "nv_inference_pending_request_count",
+    Kind.GAUGE,
+    TRITON,
+    "requests awaiting execution by a backend",
+)
+TRITON_GPU_UTILIZATION = Metric(
+    "nv_gpu_utilization", Kind.GAUGE, TRITON, "GPU utilization, 0 to 1 (label gpu_uuid)"
+)
+TRITON_GPU_MEMORY_USED = Metric(
+    "nv_gpu_memory_used_bytes", Kind.GAUGE, TRITON, "GPU memory used, bytes (label gpu_uuid)"
+)
+TRITON_GPU_MEMORY_TOTAL = Metric(
+    "nv_gpu_memory_total_bytes", Kind.GAUGE, TRITON, "GPU memory, bytes (label gpu_uuid)"
+)
+TRITON_VLLM_PROMPT_TOKENS = Metric(
+    "vllm:prompt_tokens_total", Kind.COUNTER, TRITON_VLLM, "prefill tokens processed"
+)
+TRITON_VLLM_GENERATION_TOKENS = Metric(
+    "vllm:generation_tokens_total", Kind.COUNTER, TRITON_VLLM, "tokens generated"
+)
+TRITON_VLLM_TIME_TO_FIRST_TOKEN = Metric(
+    "vllm:time_to_first_token_seconds", Kind.HISTOGRAM, TRITON_VLLM, "time to first token"
+)
+# The backend keeps the name vLLM itself has since replaced (inter_token_latency_seconds).
+TRITON_VLLM_TIME_PER_OUTPUT_TOKEN = Metric(
+    "vllm:time_per_output_token_seconds", Kind.HISTOGRAM, TRITON_VLLM, "time per output token"
+)
+TRITON_VLLM_E2E_LATENCY = Metric(
+    "vllm:e2e_request_latency_seconds", Kind.HISTOGRAM, TRITON_VLLM, "request latency, end to end"
+)
+TRITON_METRICS = (
+    TRITON_REQUEST_SUCCESS,
+    TRITON_REQUEST_FAILURE,
+    TRITON_QUEUE_DURATION,
+    TRITON_COMPUTE_DURATION,
+    TRITON_PENDING_REQUESTS,
+    TRITON_GPU_UTILIZATION,
+    TRITON_GPU_MEMORY_USED,
+    TRITON_GPU_MEMORY_TOTAL,
+    TRITON_VLLM_PROMPT_TOKENS,
+    TRITON_VLLM_GENERATION_TOKENS,
+    TRITON_VLLM_TIME_TO_FIRST_TOKEN,
+    TRITON_VLLM_TIME_PER_OUTPUT_TOKEN,
+    TRITON_VLLM_E2E_LATENCY,
+)
+
 DCGM_GPU_UTIL = Metric("DCGM_FI_DEV_GPU_UTIL", Kind.GAUGE, DCGM, "GPU utilization, percent")
 DCGM_FB_USED = Metric("DCGM_FI_DEV_FB_USED", Kind.GAUGE, DCGM, "GPU memory used, MiB")
 DCGM_FB_FREE = Metric("DCGM_FI_DEV_FB_FREE", Kind.GAUGE, DCGM, "GPU memory free, MiB")
@@ -306,6 +387,7 @@ ALL_METRICS: tuple[Metric, ...] = (
     *NEURON_MONITOR_METRICS,
     *KUBE_STATE_METRICS_METRICS,
     *KNATIVE_METRICS,
+    *TRITON_METRICS,
 )
 KNOWN_SERIES: frozenset[str] = frozenset(s for m in ALL_METRICS for s in m.series)
 """Every series name an expression of this project may read."""

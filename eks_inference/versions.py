@@ -244,3 +244,15 @@ KOURIER_GATEWAY_IMAGE = "docker.io/envoyproxy/envoy:v1.36.10"
 CERT_MANAGER_CHART = HelmChartVersion(
     chart="cert-manager", repository="https://charts.jetstack.io", version="v1.21.1"
 )
+# NVIDIA Triton Inference Server (engine: triton), release 25.11 (server v2.63.0). Two NGC
+# images of one release: the vLLM image (vLLM 0.11.0, with Triton's python and vllm
+# backends) serves repositories with an LLM; the general image (onnxruntime, pytorch,
+# tensorrt, python, ...) serves the others. Both are CUDA 13.0 builds for the 580 driver
+# branch, the one the AL2023 NVIDIA AMI ships, so neither relies on CUDA's minor-version
+# compatibility (the 26.x releases need 590 and later). Read from
+# docs/introduction/compatibility.md of triton-inference-server/server at v2.71.0 (rows 25.11).
+TRITON_RELEASE = "25.11"
+TRITON_SERVER_VERSION = "2.63.0"
+TRITON_VLLM_VERSION = "0.11.0"
+TRITON_VLLM_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-vllm-python-py3"
+TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-py3"

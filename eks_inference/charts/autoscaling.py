@@ -70,6 +70,11 @@ def triggers(signals: Signals) -> list[dict[str, Any]]:
     larger of the two.
     """
     server = names.prometheus_url()
+    if signals.kv_cache_usage_avg is None:
+        raise ValueError(
+            f"deployment {signals.deployment!r}: KEDA scales on KV-cache use, which its engine "
+            "does not export"
+        )
     return [
         {
             "type": "prometheus",

@@ -210,12 +210,13 @@ def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str,
         "http": {
             "paths": [
                 {
-                    "path": f"{route.path or ''}{OPENAI_API_PATH}",
+                    "path": f"{route.path or ''}{api_path}",
                     "pathType": "Prefix",
                     "backend": {
                         "service": {"name": target.service, "port": {"number": target.port}}
                     },
                 }
+                for api_path in target.api_paths
             ]
         }
     }

@@ -35,6 +35,7 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.engines.base import serving_engine
+from eks_inference.metrics import require_known
 from eks_inference.names import INFERENCE_NAMESPACE, MONITORING_NAMESPACE
 from eks_inference.observability import dashboards
 from eks_inference.observability.signals import (
@@ -132,6 +133,35 @@ def alert_rules(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
         # Scaled to zero on purpose: only a request left waiting without a replica is wrong.
         no_replica = f"(({s.replicas_ready} or vector(0)) < 1) and (({s.requests_waiting}) > 0)"
         no_replica_for = s.rollout_budget_seconds
+    # An engine without a KV-cache metric (Triton's vLLM backend) gets no KV-cache alert.
+    kv_cache = (
+        []
+        if s.kv_cache_usage_max is None
+        else [
+            _alert(
+                "InferenceKVCacheNearlyFull",
+                f"{s.kv_cache_usage_max} > {s.kv_cache_alert}",
+                ALERT_FOR_SECONDS,
+                "warning",
+                where,
+                f"{spec.name}: KV cache above {s.kv_cache_alert:.0%} on a replica",
+                "Sequences are about to be preempted and recomputed; raise max_replicas or "
+                "lower max_num_seqs.",
+            ),
+        ]
+    )
+    own = [
+        _alert(
+            alert.name,
+            require_known(alert.expr),
+            alert.for_seconds,
+            alert.severity,
+            where,
+            alert.summary,
+            alert.description,
+        )
+        for alert in serving_engine(spec).own_alerts(spec)
+    ]
     return [
         _alert(
             "InferenceQueueGrowing",
@@ -144,16 +174,7 @@ def alert_rules(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
             f"Requests keep queueing although the autoscaler acts ({s.autoscaled_by}): it is "
             f"at max_replicas ({s.max_replicas}) or cannot get capacity.",
         ),
-        _alert(
-            "InferenceKVCacheNearlyFull",
-            f"{s.kv_cache_usage_max} > {s.kv_cache_alert}",
-            ALERT_FOR_SECONDS,
-            "warning",
-            where,
-            f"{spec.name}: KV cache above {s.kv_cache_alert:.0%} on a replica",
-            "Sequences are about to be preempted and recomputed; raise max_replicas or "
-            "lower max_num_seqs.",
-        ),
+        *kv_cache,
         _alert(
             "InferenceNoReadyReplica",
             no_replica,
@@ -173,6 +194,7 @@ def alert_rules(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
             f"Model load budget {s.load_budget_seconds} s (with node launch and image pull "
             f"{s.rollout_budget_seconds} s); look at the replica's log.",
         ),
+        *own,
     ]
 
 

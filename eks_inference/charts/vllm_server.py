@@ -101,6 +101,40 @@ def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str
     return [*args, *loader.server_args(spec), "--host", "0.0.0.0", "--port", str(OPENAI_PORT)]
 
 
+# Flags of `vllm serve` that belong to its HTTP server, not to the engine.
+_SERVER_FLAGS = frozenset({"--host", "--port", "--middleware"})
+
+
+def vllm_engine_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> dict[str, Any]:
+    """The engine arguments of :func:`vllm_server_args` as vLLM's ``EngineArgs`` names them.
+
+    For servers that build the engine themselves from a mapping (Triton's vLLM backend reads
+    ``model.json`` into ``AsyncEngineArgs``): the positional model becomes ``model``, each
+    ``--flag value`` the field ``flag`` with the value as JSON reads it (numbers, objects) or
+    else the string, ``--no-flag`` the field ``flag`` set to false, and the HTTP server's own
+    flags are left out. The same arguments, so a deployment is served alike by every engine.
+    """
+    args = vllm_server_args(spec, bucket_name=bucket_name)
+    engine: dict[str, Any] = {"model": args[0]}
+    i = 1
+    while i < len(args):
+        flag = args[i]
+        value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else None
+        i += 1 if value is None else 2
+        if flag in _SERVER_FLAGS:
+            continue
+        name = flag.removeprefix("--").replace("-", "_")
+        if value is None:
+            negated = name.startswith("no_")
+            engine[name.removeprefix("no_") if negated else name] = not negated
+            continue
+        try:
+            engine[name] = json.loads(value)
+        except json.JSONDecodeError:
+            engine[name] = value
+    return engine
+
+
 def shared_memory_mib(memory_mib: int) -> int:
     """Size of the memory-backed ``/dev/shm`` of a vLLM container with ``memory_mib``."""
     return memory_share_mib(memory_mib, _SHM_FRACTION, _SHM_CAP_MIB)

@@ -72,10 +72,11 @@ class Signals:
     deployment: str
     kind: DeploymentKind
     accelerator_unit: str
-    requests_running: str
+    # None when the engine exports no such metric (EngineMetrics.running, .kv_cache).
+    requests_running: str | None
     requests_waiting: str
-    kv_cache_usage_max: str
-    kv_cache_usage_avg: str
+    kv_cache_usage_max: str | None
+    kv_cache_usage_avg: str | None
     generation_tokens_per_second: str
     prompt_tokens_per_second: str
     replicas_ready: str
@@ -105,7 +106,7 @@ class Signals:
 
     def queries(self) -> dict[str, str]:
         """Every query, by a name, for checks that must see all of them."""
-        found = {
+        listed: dict[str, str | None] = {
             "requests_running": self.requests_running,
             "requests_waiting": self.requests_waiting,
             "kv_cache_usage_max": self.kv_cache_usage_max,
@@ -119,6 +120,7 @@ class Signals:
             "cost_per_million_tokens": self.cost_per_million_tokens,
             "model_loading": self.model_loading,
         }
+        found = {name: expr for name, expr in listed.items() if expr is not None}
         for label, table in (
             ("ttft", self.time_to_first_token),
             ("itl", self.inter_token_latency),
@@ -129,6 +131,19 @@ class Signals:
 
     def watch_list(self) -> tuple[Watch, ...]:
         """What an operator should watch, with the thresholds the platform acts on."""
+        kv_cache = (
+            ()
+            if self.kv_cache_usage_max is None
+            else (
+                Watch(
+                    "KV-cache use",
+                    self.kv_cache_usage_max,
+                    f"> {self.kv_cache_alert:.0%} on any replica",
+                    "alert: sequences are about to be preempted; raise max_replicas or lower "
+                    "max_num_seqs",
+                ),
+            )
+        )
         return (
             Watch(
                 "requests waiting",
@@ -136,13 +151,7 @@ class Signals:
                 self.queue_threshold,
                 self.autoscaled_by,
             ),
-            Watch(
-                "KV-cache use",
-                self.kv_cache_usage_max,
-                f"> {self.kv_cache_alert:.0%} on any replica",
-                "alert: sequences are about to be preempted; raise max_replicas or lower "
-                "max_num_seqs",
-            ),
+            *kv_cache,
             Watch(
                 "ready replicas",
                 self.replicas_ready,
@@ -207,6 +216,7 @@ def signals_of(spec: ModelDeploymentSpec) -> Signals:
         return {q: f"histogram_quantile({q}, sum by (le) ({bucket}))" for q in PERCENTILES}
 
     waiting = " + ".join(f"({total(m)} or vector(0))" for m in vocabulary.waiting)
+    kv_cache = vocabulary.kv_cache
     replicas = engine.replica_series(spec, labels, pods)
     ready = replicas.ready
     generation = rate(vocabulary.generation_tokens)
@@ -220,10 +230,10 @@ def signals_of(spec: ModelDeploymentSpec) -> Signals:
         deployment=spec.name,
         kind=engine.kind(spec),
         accelerator_unit="NeuronCore" if spec.on_neuron else "GPU",
-        requests_running=total(vocabulary.running),
+        requests_running=None if vocabulary.running is None else total(vocabulary.running),
         requests_waiting=waiting,
-        kv_cache_usage_max=f"max({vocabulary.kv_cache.one()}{selector})",
-        kv_cache_usage_avg=f"avg({vocabulary.kv_cache.one()}{selector})",
+        kv_cache_usage_max=None if kv_cache is None else f"max({kv_cache.one()}{selector})",
+        kv_cache_usage_avg=None if kv_cache is None else f"avg({kv_cache.one()}{selector})",
         generation_tokens_per_second=generation,
         prompt_tokens_per_second=rate(vocabulary.prompt_tokens),
         replicas_ready=ready,

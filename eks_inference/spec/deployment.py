@@ -37,6 +37,7 @@ from eks_inference.catalog import (
 from eks_inference.spec.endpoints import DeploymentEndpoint
 from eks_inference.spec.engines import (
     EngineName,
+    engine_fields_problem,
     engine_of,
     engine_rules,
     scale_to_zero_problem,
@@ -47,6 +48,7 @@ from eks_inference.spec.engines import (
 from eks_inference.spec.loading import Weights
 from eks_inference.spec.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
 from eks_inference.spec.serverless import Serverless
+from eks_inference.spec.triton import TritonOptions
 from eks_inference.spec.validation import Problems, Rule, rule_error, validate_with_rules
 
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
@@ -254,6 +256,9 @@ class ModelDeploymentSpec(BaseModel):
     scaling: Scaling = Scaling()
     weights: Weights
     neuron: NeuronOptions | None = None
+    triton: TritonOptions | None = Field(
+        default=None, description="engine: triton only: the model repository it serves."
+    )
     endpoint: DeploymentEndpoint = Field(
         default_factory=DeploymentEndpoint,
         description="Whether and where the deployment is reached on the platform's load "
@@ -531,6 +536,7 @@ def _rule(
 _LIMITS_SIZED = "limits.max_model_len limits.max_num_seqs limits.gpu_memory_utilization"
 _RULES = (
     _rule("engine instance_type", supported_accelerator_problem),
+    _rule("engine triton", engine_fields_problem),
     _rule("model limits.max_model_len", _check_context_length),
     _rule(f"model instance_type tensor_parallel_size {_LIMITS_SIZED}", _check_fit),
     _rule("weights.loader engine instance_type", supported_loader_problem),

@@ -98,6 +98,83 @@ class DeploymentEndpoint(BaseModel):
     )
 
 
+# The most target groups one forward action of an ALB may weigh (an ELB quota).
+MAX_SPLIT_TARGETS = 5
+# A weight is a share in percent; the weights of a split sum to this.
+SPLIT_TOTAL_WEIGHT = 100
+_DEPLOYMENT_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+class TrafficTarget(BaseModel):
+    """One deployment behind a split, and the percentage of its requests it gets."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    deployment: str = Field(pattern=_DEPLOYMENT_NAME, max_length=40)
+    weight: int = Field(ge=0, le=SPLIT_TOTAL_WEIGHT, description="Percent of the requests.")
+
+
+class TrafficSplit(BaseModel):
+    """One more route on the load balancer that shares its requests among deployments.
+
+    A canary: ``{name: chat, traffic: [{deployment: chat-v1, weight: 90}, {deployment:
+    chat-v2, weight: 10}]}`` answers ``/chat/v1`` (path routing; ``chat.<host>`` with host
+    routing), sending nine requests in ten to ``chat-v1``. Each target stays reachable at its
+    own route, keeps its own target group and health checks, and must be exposed (so its
+    servers require the API key and admit the load balancer). The load balancer's weighted
+    forward action picks a target per request; weights sum to 100.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(
+        pattern=_DEPLOYMENT_NAME,
+        max_length=40,
+        description="Names the split's Ingress; default route /<name> (or <name>.<host>).",
+    )
+    path: RoutePath | None = Field(default=None, description="Path prefix; default /<name>.")
+    host: HostName | None = Field(default=None, description="Host name; default <name>.<host>.")
+    traffic: tuple[TrafficTarget, ...] = Field(min_length=2, max_length=MAX_SPLIT_TARGETS)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check_rules(
+        cls, data: Any, handler: ModelWrapValidatorHandler[TrafficSplit]
+    ) -> TrafficSplit:
+        return validate_with_rules(cls, data, handler, _SPLIT_RULES)
+
+
+def _check_weights(split: TrafficSplit, problems: Problems) -> None:
+    weights = [t.weight for t in split.traffic]
+    total = sum(weights)
+    if total != SPLIT_TOTAL_WEIGHT:
+        last = weights[-1] + SPLIT_TOTAL_WEIGHT - total
+        fix = (
+            f"e.g. set the last weight to {last}"
+            if 0 <= last <= SPLIT_TOTAL_WEIGHT
+            else "lower some of them"
+        )
+        problems.add(
+            ("traffic",),
+            f"the weights {' + '.join(map(str, weights))} sum to {total}; a split's weights are "
+            f"percentages and must sum to {SPLIT_TOTAL_WEIGHT}: {fix}",
+            weights,
+        )
+    seen: set[str] = set()
+    for j, target in enumerate(split.traffic):
+        if target.deployment in seen:
+            problems.add(
+                ("traffic", j, "deployment"),
+                f"deployment {target.deployment!r} is listed twice; list each target once with "
+                "its whole weight",
+                target.deployment,
+            )
+        seen.add(target.deployment)
+
+
+_SPLIT_RULES = (Rule(frozenset({"traffic"}), _check_weights),)
+
+
 class Endpoint(BaseModel):
     """The platform's load balancer: one Application Load Balancer for every exposed deployment.
 
@@ -148,6 +225,12 @@ class Endpoint(BaseModel):
         description="api_key: servers require Authorization: Bearer <key> on every route but "
         "their health check; none: internal only.",
     )
+    splits: tuple[TrafficSplit, ...] = Field(
+        default=(),
+        max_length=20,
+        description="Routes that share their requests among exposed deployments by weight "
+        "(canaries, A/B tests).",
+    )
 
     @property
     def internet_facing(self) -> bool:
@@ -184,6 +267,23 @@ def _check_internet_facing(endpoint: Endpoint, problems: Problems) -> None:
         )
 
 
+def _check_split_routes(endpoint: Endpoint, problems: Problems) -> None:
+    names: set[str] = set()
+    for i, split in enumerate(endpoint.splits):
+        if split.name in names:
+            problems.add(
+                ("splits", i, "name"), f"split name {split.name!r} is used twice; names are unique"
+            )
+        names.add(split.name)
+        if endpoint.routing == "host" and split.path is not None:
+            problems.add(
+                ("splits", i, "path"),
+                "the endpoint routes by host, so a split is reached at the root of its own host "
+                "name: remove path, or use routing: path",
+                split.path,
+            )
+
+
 def _check_host_routing(endpoint: Endpoint, problems: Problems) -> None:
     if endpoint.routing == "host" and endpoint.host is None:
         problems.add(
@@ -199,4 +299,5 @@ _ENDPOINT_RULES = (
         _check_internet_facing,
     ),
     Rule(frozenset({"routing", "host"}), _check_host_routing),
+    Rule(frozenset({"routing", "splits"}), _check_split_routes),
 )

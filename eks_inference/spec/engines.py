@@ -63,6 +63,11 @@ class Engine(ABC):
         """The ``weights.loader`` values it reads weights with on ``accelerator``."""
         return frozenset({MOUNTPOINT})
 
+    def own_fields(self) -> frozenset[str]:
+        """Fields of the spec only this engine reads (``triton``): set on a spec naming
+        another engine, they would be ignored, so they are refused there."""
+        return frozenset()
+
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
         """Its own rules across the spec's fields, each with the fields it reads.
 
@@ -78,6 +83,10 @@ class Engine(ABC):
         Two deployments whose Services share a name are refused, whoever creates the Services
         (the charts, or an operator such as KubeRay).
         """
+
+    def served_model_names(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        """The model names clients send in requests (``model``): the Hugging Face id."""
+        return (spec.model.id,)
 
     def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
         """Replicas a rollout runs beside the current ones; the node pool must hold them."""
@@ -253,6 +262,19 @@ _INSTANCE_KIND: dict[Accelerator, str] = {
 }
 
 
+def engine_fields_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """A field another engine owns (:meth:`Engine.own_fields`) is not set on this spec."""
+    engine = engine_of(spec)
+    for other in ENGINES:
+        for field in sorted(other.own_fields() - engine.own_fields()):
+            if getattr(spec, field, None) is not None:
+                problems.add(
+                    (field,),
+                    f"{field} applies only to engine: {other.name}, not {engine.name}; remove "
+                    f"it, or use engine: {other.name}",
+                )
+
+
 def supported_accelerator_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
     """The engine must run on the instance type's accelerator."""
     engine = engine_of(spec)
@@ -286,9 +308,19 @@ def scale_to_zero_problem(spec: ModelDeploymentSpec, problems: Problems) -> None
 
 
 def serverless_settings_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    """``scaling.serverless`` only for an engine that runs as Knative revisions."""
+    """``scaling.serverless`` only for an engine that runs as Knative revisions.
+
+    A setting equal to its default is not refused, so that a spec copied through
+    ``model_dump()`` (which writes every default out) stays valid.
+    """
     engine = engine_of(spec)
-    given = sorted(spec.scaling.serverless.model_fields_set)
+    serverless = spec.scaling.serverless
+    defaults = type(serverless)()
+    given = sorted(
+        name
+        for name in serverless.model_fields_set
+        if getattr(serverless, name) != getattr(defaults, name)
+    )
     if engine.runs_on_knative or not given:
         return
     knative = [e.name for e in ENGINES if e.runs_on_knative]

@@ -31,7 +31,13 @@ from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.endpoints import Endpoint
 from eks_inference.spec.node_pools import NodePool, managed_node_group_problems, system_pool_of
 from eks_inference.spec.provisioning import NodeProvisioning
-from eks_inference.spec.routes import Route, check_routes, resolve_routes
+from eks_inference.spec.routes import (
+    Route,
+    SplitRoute,
+    check_routes,
+    resolve_routes,
+    resolve_splits,
+)
 from eks_inference.spec.validation import Problems, Rule, rule_error, validate_with_rules
 
 
@@ -116,6 +122,10 @@ class PlatformSpec(BaseModel):
     def routes(self) -> dict[str, Route]:
         """Where each exposed deployment is reached, by deployment name (empty: no endpoint)."""
         return resolve_routes(self.cluster_name, self.endpoint, self.deployments)
+
+    def splits(self) -> list[SplitRoute]:
+        """Where each traffic split of the endpoint is reached, and its targets' routes."""
+        return resolve_splits(self.endpoint, self.routes())
 
     def route(self, deployment: ModelDeploymentSpec) -> Route | None:
         """Where ``deployment`` is reached on the load balancer, or ``None`` if it is not."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from eks_inference import load_budget, sizing
 from eks_inference.names import VPC_CIDR
 from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.endpoints import Endpoint, Scheme
+from eks_inference.spec.endpoints import Endpoint, Scheme, TrafficSplit
 from eks_inference.spec.engines import engine_of
 from eks_inference.spec.validation import Problems
 
@@ -88,6 +88,29 @@ class Route:
                 f"deployment {self.deployment!r} has no host name: pass the load balancer's"
             )
         return f"{self.protocol}://{host}{self.path or ''}/v1"
+
+
+@dataclass(frozen=True)
+class SplitRoute:
+    """A traffic split's place on the load balancer: its ``host`` and ``path`` (as a
+    :class:`Route`'s), and the ``targets``, each a deployment's route with its weight."""
+
+    name: str
+    host: str | None
+    path: str | None
+    targets: tuple[tuple[Route, int], ...]
+
+    @property
+    def load_balancer(self) -> Route:
+        """A route of the load balancer the split is on (its settings are every route's)."""
+        return self.targets[0][0]
+
+    def base_url(self, load_balancer_host: str | None = None) -> str:
+        """The OpenAI base URL of the split, as :meth:`Route.base_url`."""
+        host = self.host or load_balancer_host
+        if host is None:
+            raise ValueError(f"split {self.name!r} has no host name: pass the load balancer's")
+        return f"{self.load_balancer.protocol}://{host}{self.path or ''}/v1"
 
 
 def load_balancer_group(cluster_name: str) -> str:
@@ -180,6 +203,88 @@ def resolve_routes(
         )
         for spec in chosen
     }
+
+
+def _split_host(endpoint: Endpoint, split: TrafficSplit) -> str | None:
+    if split.host is not None:
+        return split.host
+    if endpoint.routing == "host":
+        return f"{split.name}.{endpoint.host}"
+    return endpoint.host
+
+
+def _split_path(endpoint: Endpoint, split: TrafficSplit) -> str | None:
+    if endpoint.routing == "host":
+        return None
+    return split.path or f"/{split.name}"
+
+
+def resolve_splits(endpoint: Endpoint | None, routes: Mapping[str, Route]) -> list[SplitRoute]:
+    """The route of every split whose targets are all exposed (a split naming another fails
+    validation, :func:`check_splits`)."""
+    if endpoint is None:
+        return []
+    return [
+        SplitRoute(
+            name=split.name,
+            host=_split_host(endpoint, split),
+            path=_split_path(endpoint, split),
+            targets=tuple((routes[t.deployment], t.weight) for t in split.traffic),
+        )
+        for split in endpoint.splits
+        if all(t.deployment in routes for t in split.traffic)
+    ]
+
+
+def check_splits(
+    endpoint: Endpoint,
+    deployments: Sequence[ModelDeploymentSpec],
+    routes: Mapping[str, Route],
+    problems: Problems,
+) -> None:
+    """Every target of a split is an exposed deployment, and the targets can stand in for
+    each other: one engine (the split's target groups share its Ingress's health check and
+    draining) and the same model names (a client names one model, any target may answer)."""
+    specs = {spec.name: (i, spec) for i, spec in enumerate(deployments)}
+    for i, split in enumerate(endpoint.splits):
+        where = ("endpoint", "splits", i)
+        targets = []
+        for j, target in enumerate(split.traffic):
+            found = specs.get(target.deployment)
+            field = (*where, "traffic", j, "deployment")
+            if found is None:
+                problems.add(
+                    field,
+                    f"no deployment is named {target.deployment!r}; name one of {sorted(specs)}",
+                    target.deployment,
+                )
+            elif target.deployment not in routes:
+                problems.add(
+                    field,
+                    f"deployment {target.deployment!r} is not exposed (deployments.{found[0]}"
+                    ".endpoint.expose: false), so its servers neither require the API key nor "
+                    "admit the load balancer; expose it, or take it out of the split",
+                    target.deployment,
+                )
+            else:
+                targets.append(found[1])
+        engines = sorted({engine_of(spec).name for spec in targets})
+        if len(engines) > 1:
+            problems.add(
+                (*where, "traffic"),
+                f"the targets run engines {', '.join(engines)}; a split's target groups share "
+                "its health check and draining, so its targets must run one engine: split "
+                "between deployments of the same engine",
+            )
+        served = {spec.name: engine_of(spec).served_model_names(spec) for spec in targets}
+        if len(set(served.values())) > 1:
+            listed = ", ".join(f"{name}: {list(names)}" for name, names in served.items())
+            problems.add(
+                (*where, "traffic"),
+                f"the targets serve different model names ({listed}); a client names one "
+                "model and any target may answer, so each must serve it: give the canary the "
+                "same model id",
+            )
 
 
 def key_in_clear_warnings(routes: Mapping[str, Route]) -> tuple[str, ...]:
@@ -330,10 +435,40 @@ def check_routes(
                 "endpoint.expose: false",
                 spec.limits.max_model_len,
             )
-    if len(routes) > MAX_ROUTES_PER_LOAD_BALANCER:
+    check_splits(endpoint, deployments, routes, problems)
+    for k, split in enumerate(resolve_splits(endpoint, routes)):
+        for earlier in placed:
+            if _hosts_overlap(split.host, earlier.host) and _paths_overlap(
+                split.path, earlier.path
+            ):
+                where = split.path if field == "path" else split.host
+                problems.add(
+                    ("endpoint", "splits", k, field),
+                    f"{field} {where} of split {split.name!r} overlaps the route of "
+                    f"{earlier.deployment!r} on the load balancer: give the split its own "
+                    f"{field}",
+                    where,
+                )
+                break
+        placed.append(
+            Route(
+                deployment=f"split {split.name}",
+                load_balancer=split.load_balancer.load_balancer,
+                scheme=split.load_balancer.scheme,
+                host=split.host,
+                path=split.path,
+                certificate_arn=split.load_balancer.certificate_arn,
+                source_cidrs=split.load_balancer.source_cidrs,
+                idle_timeout_seconds=split.load_balancer.idle_timeout_seconds,
+                api_key=split.load_balancer.api_key,
+            )
+        )
+    rules = len(routes) + len(endpoint.splits)
+    if rules > MAX_ROUTES_PER_LOAD_BALANCER:
         problems.add(
             ("endpoint",),
-            f"{len(routes)} deployments are exposed, but an ALB holds at most "
-            f"{MAX_ROUTES_PER_LOAD_BALANCER} listener rules and target groups, one of each per "
-            "deployment; set endpoint.expose: false on some deployments",
+            f"{len(routes)} deployments are exposed and {len(endpoint.splits)} splits route, "
+            f"but an ALB holds at most {MAX_ROUTES_PER_LOAD_BALANCER} listener rules and target "
+            "groups, one of each per deployment (and a rule per split); set endpoint.expose: "
+            "false on some deployments",
         )

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import cdk8s
 from aws_cdk import CfnOutput, Duration, Environment, Fn, NestedStack, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from eks_inference.charts.engines.base import serving_engine
+from eks_inference.charts.traffic_split import TrafficSplitChart
 from eks_inference.constructs import (
     ApiKeys,
     InferenceAddons,
@@ -223,11 +225,30 @@ class InferenceStack(Stack):
             # Deleted before the NodePools, so Karpenter terminates empty nodes.
             for deployment_stack in stacks.values():
                 deployment_stack.node.add_dependency(self.karpenter.node_pools)
+        self._traffic_splits(platform, stacks)
         self._endpoint_outputs(platform, routes, stacks)
         self.mountpoint_prefixes: tuple[str, ...] = tuple(
             sorted({p for d in self.deployments.values() for p in d.mountpoint_prefixes})
         )
         """Bucket prefixes the Mountpoint driver may read: those the deployments' volumes mount."""
+
+    def _traffic_splits(self, platform: PlatformSpec, stacks: Mapping[str, NestedStack]) -> None:
+        """The Ingresses of the endpoint's traffic splits, after the deployments they route to.
+
+        Their target groups are the targets' Services, which the controller must find when it
+        reconciles the group; the targets' stacks already wait for the controller.
+        """
+        splits = platform.splits()
+        if not splits:
+            return
+        deployments = {spec.name: spec for spec in platform.deployments}
+        chart = TrafficSplitChart(cdk8s.App(), splits, deployments, self.cluster.vpc_cidr)
+        manifest = eks.KubernetesManifest(
+            self, "TrafficSplits", cluster=self.cluster.eks_cluster, manifest=chart.to_json()
+        )
+        for split in splits:
+            for route, _ in split.targets:
+                manifest.node.add_dependency(stacks[route.deployment])
 
     def _endpoint_outputs(
         self, platform: PlatformSpec, routes: Mapping[str, Route], stacks: Mapping[str, NestedStack]
@@ -257,6 +278,13 @@ class InferenceStack(Stack):
                 f"BaseUrl-{name}",
                 value=route.base_url(load_balancer_host),
                 description=f"OpenAI-compatible base URL of deployment {name}",
+            )
+        for split in platform.splits():
+            CfnOutput(
+                scope,
+                f"BaseUrl-split-{split.name}",
+                value=split.base_url(load_balancer_host),
+                description=f"OpenAI-compatible base URL of traffic split {split.name}",
             )
         if self.api_keys is not None:
             CfnOutput(

@@ -55,6 +55,8 @@ class Backend:
     never cut off. ``host_header`` is the Host the load balancer sets on every request, for a
     Service that routes by host (a Knative gateway); the deployment's Ingress is created in
     the Service's namespace.
+    ``api_paths`` are the path prefixes the load balancer forwards to it (the OpenAI API;
+    Triton adds KServe's ``/v2/models`` for its framework models), each behind the API key.
     """
 
     service: str
@@ -64,6 +66,7 @@ class Backend:
     port: int = OPENAI_PORT
     health_port: int | None = None
     host_header: str | None = None
+    api_paths: tuple[str, ...] = ("/v1",)
 
 
 @dataclass(frozen=True)
@@ -77,16 +80,43 @@ class MetricsTarget:
 
 @dataclass(frozen=True)
 class EngineMetrics:
-    """The metrics a deployment is read through: its engine's names for each quantity."""
+    """The metrics a deployment is read through: its engine's names for each quantity.
 
-    running: Metric
+    ``running`` and ``kv_cache`` are ``None`` for an engine that exports neither (Triton's vLLM
+    backend reports tokens and latencies only); its dashboards and alerts then go without
+    them rather than read a series nothing emits.
+    """
+
+    running: Metric | None
     waiting: tuple[Metric, ...]
-    kv_cache: Metric
+    kv_cache: Metric | None
     ttft: Metric
     itl: Metric
     e2e: Metric
     prompt_tokens: Metric
     generation_tokens: Metric
+
+
+@dataclass(frozen=True)
+class EngineAlert:
+    """An alert of the engine's own, beside those every deployment gets (PromQL ``expr``)."""
+
+    name: str
+    expr: str
+    for_seconds: int
+    severity: str
+    summary: str
+    description: str
+
+
+@dataclass(frozen=True)
+class EnginePanel:
+    """A dashboard panel of the engine's own: ``series`` are (PromQL, legend) pairs."""
+
+    title: str
+    description: str
+    unit: str
+    series: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -190,6 +220,14 @@ class ServingEngine(Engine):
     ) -> list[Json]:
         """NetworkPolicies of the engine's own flows (``servers`` selects its serving pods)."""
         return []
+
+    def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
+        """Alerts on the engine's own metrics, beside every deployment's four."""
+        return ()
+
+    def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
+        """A dashboard row of panels on the engine's own metrics, below every deployment's."""
+        return ()
 
     def autoscaled_by_keda(self, spec: ModelDeploymentSpec) -> bool:
         """Whether ``spec`` gets a KEDA ScaledObject on its queue depth and KV-cache use."""

@@ -9,11 +9,17 @@ from __future__ import annotations
 from eks_inference.charts.engines.base import ServingEngine
 from eks_inference.charts.engines.kserve import KServeEngine
 from eks_inference.charts.engines.rayservice import RayServiceEngine
+from eks_inference.charts.engines.triton import TritonEngine
 from eks_inference.charts.engines.vllm import VllmEngine
 from eks_inference.spec.engines import ENGINES
 
 #: The engines the package serves with, in the order ``eks-inference schema`` lists them.
-BUILT_IN_ENGINES: tuple[ServingEngine, ...] = (VllmEngine(), RayServiceEngine(), KServeEngine())
+BUILT_IN_ENGINES: tuple[ServingEngine, ...] = (
+    VllmEngine(),
+    RayServiceEngine(),
+    KServeEngine(),
+    TritonEngine(),
+)
 
 for _engine in BUILT_IN_ENGINES:
     ENGINES.register(_engine)

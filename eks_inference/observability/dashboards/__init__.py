@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from eks_inference.charts.engines.base import serving_engine
 from eks_inference.observability.signals import Signals, signals_of
 from eks_inference.spec.deployment import ModelDeploymentSpec
 
@@ -33,9 +34,10 @@ _DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
 @dataclass(frozen=True)
 class Series:
-    """One query of a panel and how its legend names it."""
+    """One query of a panel and how its legend names it (``None``: the engine exports no
+    metric for it, and :func:`layout` leaves the series out)."""
 
-    expr: str
+    expr: str | None
     legend: str
 
 
@@ -56,6 +58,21 @@ def _percentiles(table: dict[float, str]) -> tuple[Series, ...]:
 
 
 def layout(signals: Signals) -> tuple[tuple[Panel, ...], ...]:
+    """The dashboard's rows of panels, without the series the engine has no metric for (and
+    the panels left with none)."""
+    rows = []
+    for row in _layout(signals):
+        panels = []
+        for panel in row:
+            series = tuple(s for s in panel.series if s.expr is not None)
+            if series:
+                panels.append(replace(panel, series=series))
+        if panels:
+            rows.append(tuple(panels))
+    return tuple(rows)
+
+
+def _layout(signals: Signals) -> tuple[tuple[Panel, ...], ...]:
     """The panels of a deployment's dashboard, row by row."""
     accelerator = signals.accelerator_unit
     queue = f"autoscaling: {signals.autoscaled_by}"
@@ -248,9 +265,13 @@ def uid(deployment: str) -> str:
 def dashboard(spec: ModelDeploymentSpec) -> Json:
     """The Grafana dashboard of ``spec``: its kind's layout with its own queries and price."""
     signals = signals_of(spec)
+    own = tuple(
+        Panel(p.title, p.description, p.unit, tuple(Series(e, legend) for e, legend in p.series))
+        for p in serving_engine(spec).own_panels(spec)
+    )
     panels: list[Json] = []
     y = 0
-    for row in layout(signals):
+    for row in (*layout(signals), *((own,) if own else ())):
         width = _GRID_WIDTH // len(row)
         for column, panel in enumerate(row):
             panels.append(_panel_json(panel, len(panels) + 1, column * width, y, width))

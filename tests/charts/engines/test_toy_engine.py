@@ -67,7 +67,7 @@ def test_an_unregistered_engine_fails_naming_the_field_and_the_registered_engine
     with pytest.raises(ValidationError) as raised:
         ModelDeploymentSpec.model_validate(TOY)
     assert _problems(raised.value) == {
-        ("engine",): "unknown engine 'toy'; use one of vllm, rayservice, kserve "
+        ("engine",): "unknown engine 'toy'; use one of vllm, rayservice, kserve, triton "
         "(or register an engine of that name)"
     }
 
@@ -110,7 +110,13 @@ def test_an_engine_refuses_the_accelerators_and_loaders_it_does_not_run_with(
 
 def test_the_json_schema_lists_the_registered_engines(toy_registered: ToyEngine) -> None:
     schema = ModelDeploymentSpec.model_json_schema()
-    assert schema["properties"]["engine"]["enum"] == ["vllm", "rayservice", "kserve", "toy"]
+    assert schema["properties"]["engine"]["enum"] == [
+        "vllm",
+        "rayservice",
+        "kserve",
+        "triton",
+        "toy",
+    ]
 
 
 def test_a_registry_refuses_a_second_engine_of_a_taken_name(toy_registered: ToyEngine) -> None:

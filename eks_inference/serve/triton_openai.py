@@ -1,0 +1,201 @@
+"""Triton with its OpenAI-compatible frontend, behind the platform's API-key check.
+
+The pod of ``engine: triton`` runs this module (``python3 -m
+eks_inference_serve.triton_openai``, shipped beside the check as the Ray pods get theirs) in
+Triton's vLLM image. It does what the image's ``openai_frontend/main.py`` does (start the in-process
+Triton server on the model repository, wrap it in the frontend's ``TritonLLMEngine`` and its
+FastAPI app) and three things that script cannot:
+
+* the app answers every path but the readiness path and ``/metrics`` only with
+  ``Authorization: Bearer <key>`` (:class:`TritonAPIKeyMiddleware`), the key read from
+  ``VLLM_API_KEY`` as on every engine, never from an argument: the frontend's own
+  ``--openai-restricted-api`` would take the key in its command line;
+* the framework models (ONNX Runtime, PyTorch), which the OpenAI routes do not serve, get
+  KServe's v2 inference route ``POST /v2/models/<model>/infer`` (JSON tensors) on the same
+  app, so they sit behind the same key on the same port;
+* uvicorn keeps idle connections open as long as it is told (past the load balancer's idle
+  timeout), where the script fixes five seconds and the load balancer would reuse
+  connections the server already closed.
+
+The frontend's modules are imported from ``/opt/tritonserver/python/openai/openai_frontend``
+(on ``PYTHONPATH``), ``tritonserver`` from the image; both only when the server starts, so
+this file imports the standard library alone until then. Read against Triton 25.11
+(server v2.63.0: ``python/openai/openai_frontend/main.py``, ``frontend/fastapi_frontend.py``;
+core r25.11: ``python/tritonserver/_api/_model.py``, ``_request.py``, ``_tensor.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from .api_key_auth import (
+    API_KEY_ENV,
+    METRICS_PATH,
+    APIKeyMiddleware,
+    ASGIApp,
+    api_key_from_environment,
+)
+
+# The frontend's readiness route (routers/observability.py): 200 once every model is ready.
+READY_PATH = "/health/ready"
+INFER_PATH = "/v2/models/{model}/infer"
+# KServe v2 datatypes and the numpy types they travel as (BYTES is not served here).
+V2_DATATYPES: Mapping[str, str] = {
+    "BOOL": "bool",
+    "UINT8": "uint8",
+    "UINT16": "uint16",
+    "UINT32": "uint32",
+    "UINT64": "uint64",
+    "INT8": "int8",
+    "INT16": "int16",
+    "INT32": "int32",
+    "INT64": "int64",
+    "FP16": "float16",
+    "FP32": "float32",
+    "FP64": "float64",
+}
+_NUMPY_DATATYPES = {numpy_type: v2 for v2, numpy_type in V2_DATATYPES.items()}
+
+
+class TritonAPIKeyMiddleware(APIKeyMiddleware):
+    """The platform's check, leaving open the readiness route (probes, the load balancer's
+    health checks) and ``/metrics`` (Prometheus, in-cluster; the load balancer never
+    forwards it)."""
+
+    open_paths: ClassVar[frozenset[str]] = frozenset({READY_PATH, METRICS_PATH})
+
+
+class RequestError(ValueError):
+    """A v2 inference request this server cannot run, with the reason for the client."""
+
+
+def v2_inputs(body: Any) -> dict[str, Any]:
+    """The input arrays of a KServe v2 JSON request (``inputs``: name, shape, datatype, data)."""
+    import numpy
+
+    if not isinstance(body, dict) or not isinstance(body.get("inputs"), list) or not body["inputs"]:
+        raise RequestError("the body must be a JSON object with a non-empty list 'inputs'")
+    arrays: dict[str, Any] = {}
+    for tensor in body["inputs"]:
+        if not isinstance(tensor, dict):
+            raise RequestError("each input is an object with name, shape, datatype and data")
+        name, shape, datatype = tensor.get("name"), tensor.get("shape"), tensor.get("datatype")
+        if not isinstance(name, str) or not name:
+            raise RequestError("each input needs a name")
+        if not isinstance(datatype, str) or datatype not in V2_DATATYPES:
+            raise RequestError(f"input {name}: datatype must be one of {', '.join(V2_DATATYPES)}")
+        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise RequestError(f"input {name}: shape must be a list of sizes")
+        try:
+            array = numpy.asarray(tensor.get("data"), dtype=V2_DATATYPES[datatype])
+            arrays[name] = array.reshape(shape)
+        except (TypeError, ValueError) as error:
+            raise RequestError(f"input {name}: data does not fit shape {shape}: {error}") from None
+    return arrays
+
+
+def v2_outputs(model: str, outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A KServe v2 JSON response of ``outputs`` (name to a numpy array)."""
+    tensors = []
+    for name, array in outputs.items():
+        datatype = _NUMPY_DATATYPES.get(str(array.dtype))
+        if datatype is None:
+            raise RequestError(f"output {name} has type {array.dtype}, which is not served")
+        tensors.append(
+            {
+                "name": name,
+                "shape": list(array.shape),
+                "datatype": datatype,
+                "data": array.flatten().tolist(),
+            }
+        )
+    return {"model_name": model, "outputs": tensors}
+
+
+def add_v2_inference(app: Any, server: Any, models: Sequence[str]) -> None:
+    """Add ``POST /v2/models/<model>/infer`` for ``models`` (the framework models) to ``app``."""
+    import numpy
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
+    served = frozenset(models)
+
+    async def infer(model: str, request: Request) -> JSONResponse:
+        if model not in served:
+            return JSONResponse({"error": f"no framework model {model!r}"}, status_code=404)
+        try:
+            inputs = v2_inputs(await request.json())
+            triton_request = server.model(model).create_request(
+                inputs=inputs, output_memory_type="cpu"
+            )
+            outputs: dict[str, Any] = {}
+            async for response in server.model(model).async_infer(triton_request):
+                for name, tensor in response.outputs.items():
+                    outputs[name] = numpy.from_dlpack(tensor)
+            return JSONResponse(v2_outputs(model, outputs))
+        except RequestError as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+
+    # FastAPI resolves annotations in the module's globals, where Request (imported here, so
+    # that the module needs nothing beyond the standard library until the server starts) is not.
+    infer.__annotations__["request"] = Request
+    app.add_api_route(INFER_PATH, infer, methods=["POST"])
+
+
+def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-repository", required=True)
+    parser.add_argument("--tokenizer", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--keep-alive-seconds", type=int, default=5)
+    parser.add_argument("--default-max-tokens", type=int, required=True)
+    parser.add_argument("--framework-model", action="append", default=[])
+    parser.add_argument(
+        "--require-api-key",
+        action="store_true",
+        help=f"answer only requests carrying the key in {API_KEY_ENV}",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Start Triton on the repository, then serve the OpenAI and v2 routes until stopped."""
+    args = _arguments(argv)
+    # Fail before loading any model when the key is required but missing.
+    api_key = api_key_from_environment(API_KEY_ENV) if args.require_api_key else None
+
+    import tritonserver
+    import uvicorn
+    from engine.triton_engine import TritonLLMEngine
+    from frontend.fastapi_frontend import FastApiFrontend
+
+    server = tritonserver.Server(
+        model_repository=args.model_repository,
+        log_info=True,
+        log_warn=True,
+        log_error=True,
+    ).start(wait_until_ready=True)
+    engine = TritonLLMEngine(
+        server=server, tokenizer=args.tokenizer, default_max_tokens=args.default_max_tokens
+    )
+    frontend = FastApiFrontend(engine=engine, host="0.0.0.0", port=args.port)
+    app: ASGIApp = frontend.app
+    add_v2_inference(frontend.app, server, args.framework_model)
+    if api_key is not None:
+        app = TritonAPIKeyMiddleware(app, api_key)
+    try:
+        uvicorn.run(
+            app,
+            host="0.0.0.0",
+            port=args.port,
+            timeout_keep_alive=args.keep_alive_seconds,
+            log_level="info",
+        )
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""Bad Triton repositories and traffic splits through the CLI: exit code 2 and one ``error:``
+line naming the field and the fix, before anything is built."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import Result
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "triton-canary.yaml"
+
+
+def _triton(data: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = data["deployments"][0]
+    assert found["engine"] == "triton"
+    return found
+
+
+def _no_version(data: dict[str, Any]) -> None:
+    del _triton(data)["triton"]["models"][1]["versions"]
+
+
+def _pinned_image(data: dict[str, Any]) -> None:
+    del _triton(data)["triton"]["image"]
+
+
+def _too_large(data: dict[str, Any]) -> None:
+    _triton(data)["triton"]["models"][1]["gpu_memory_mib"] = 12_288
+
+
+def _weights(data: dict[str, Any]) -> None:
+    data["endpoint"]["splits"][0]["traffic"][0]["weight"] = 80
+
+
+def _unexposed(data: dict[str, Any]) -> None:
+    data["deployments"][2]["endpoint"] = {"expose": False}
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param(
+            _no_version,
+            ("deployments.0.triton.models.1.versions:", "versions: [1]"),
+            id="no-version",
+        ),
+        pytest.param(
+            _pinned_image,
+            ("deployments.0.triton.models.1.backend:", "name it in triton.image"),
+            id="backend-not-in-image",
+        ),
+        pytest.param(
+            _too_large,
+            ("deployments.0.triton.models:", "lower limits.gpu_memory_utilization to"),
+            id="models-do-not-fit",
+        ),
+        pytest.param(
+            _weights,
+            ("endpoint.splits.0.traffic:", "must sum to 100: e.g. set the last weight to 20"),
+            id="weights-not-100",
+        ),
+        pytest.param(
+            _unexposed,
+            (
+                "endpoint.splits.0.traffic.1.deployment:",
+                "expose it, or take it out of the split",
+            ),
+            id="unexposed-target",
+        ),
+    ],
+)
+def test_bad_triton_and_split_input_exits_2(
+    tmp_path: Path,
+    cli: Callable[..., Result],
+    change: Callable[[dict[str, Any]], None],
+    expected: tuple[str, ...],
+) -> None:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    change(data)
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = cli("plan", "--platform", str(path))
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: invalid platform file {path}")
+    for text in expected:
+        assert text in line
+    assert "Traceback" not in result.output

@@ -1,0 +1,81 @@
+"""The Triton and canary example (examples/triton-canary.yaml) synthesizes credential-free,
+cdk-nag and cfn-lint clean, with the split's Ingress applied after the deployments it routes to."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eks_inference.spec.platform import PlatformSpec
+from tests.conftest import STACK_NAME, Synthesized, cdk_context, synthesize
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "triton-canary.yaml"
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    from aws_cdk import App
+
+    from eks_inference.stacks import build_app
+
+    outdir = tmp_path_factory.mktemp("cdk.out.triton")
+    app, stack = build_app(
+        PlatformSpec.from_yaml(EXAMPLE), app=App(context=cdk_context(), outdir=str(outdir))
+    )
+    return synthesize(app, stack, outdir)
+
+
+def _manifests(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        logical_id: resource
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+    }
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_the_example_is_nag_and_lint_clean(example: Synthesized) -> None:
+    from cfnlint.api import lint_all
+
+    report = json.loads((example.outdir / "validation-report.json").read_text())
+    assert report["pluginReports"] == []
+    for name, template in example.templates.items():
+        errors = [
+            f"{m.rule.id} {m.message}"
+            for m in lint_all(json.dumps(template))
+            if m.rule.severity == "error"
+        ]
+        assert errors == [], name
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_the_split_is_applied_after_its_targets(example: Synthesized) -> None:
+    main = example.templates[STACK_NAME]
+    (split_id,) = [k for k in _manifests(main) if k.startswith("TrafficSplits")]
+    split = main["Resources"][split_id]
+    depends = set(split.get("DependsOn", []))
+    for target in ("mistral-stable", "mistral-canary"):
+        stack_ids = [
+            k
+            for k, r in main["Resources"].items()
+            if r["Type"] == "AWS::CloudFormation::Stack" and target.replace("-", "") in k
+        ]
+        assert stack_ids, target
+        assert set(stack_ids) <= depends, target
+    outputs = main["Outputs"]
+    assert any(k.startswith("EndpointsBaseUrlsplitchat") for k in outputs), sorted(outputs)
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_the_triton_deployment_applies_its_repository(example: Synthesized) -> None:
+    key = next(k for k in example.templates if k.endswith("Deployment-qwen-triton"))
+    text = json.dumps(example.templates[key])
+    assert "qwen-triton-model-repository" in text
+    assert "qwen.config.pbtxt" in text
+    assert "nvcr.io" not in text  # the example names its own image, by digest
