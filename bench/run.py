@@ -2,12 +2,13 @@
 
 The machine is noisy, so every variant runs once per round, interleaved, and the report gives
 medians and ratios of medians: a ratio measured within one run is stable where absolute
-seconds are not. The variants are ours (an empty app, the reference app, 100 generated
-deployments, and ``eks-inference manifests`` for those 100) and the peer's (the reference
-platform built with eks-blueprints, with and without cdk-nag, and its empty app; see
-``bench/peer/README.md``), each synth through its own pinned CDK CLI. Every time is of the
-whole process tree (:mod:`bench.timing`). Results go to ``bench/results.json`` and a table on
-stdout, with the load average before and after: numbers taken on a busy machine say so.
+seconds are not. The variants are ours (an empty app, the reference app with and without
+cdk-nag, 100 generated deployments, and ``eks-inference manifests`` for those 100) and the
+peer's (the reference platform built with eks-blueprints, with and without cdk-nag, and its
+empty app; see ``bench/peer/README.md``), each synth through its own pinned CDK CLI. Every
+time is of the whole process tree (:mod:`bench.timing`). Results go to ``bench/results.json``
+and a table on stdout, with the load average before and after: numbers taken on a busy
+machine say so.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def main() -> None:
         variants: dict[str, Callable[[Path], Timing]] = {
             "empty": lambda out: cdk_synth(f"{python} -m bench.empty_app", out),
             "reference": lambda out: cdk_synth(f"{python} app.py", out),
+            "reference_no_nag": lambda out: cdk_synth(f"{python} -m bench.no_nag_app", out),
             "scale": lambda out: cdk_synth(f"{python} -m bench.scale_app {SCALE}", out),
             "manifests": lambda out: manifests(platform_file, out),
             "peer_empty": lambda out: peer_synth(out, "empty"),
@@ -141,6 +143,9 @@ def main() -> None:
         "synth_100_ratio": round(cpu("scale") / cpu("empty"), 2),
         "synth_empty_cpu_s": round(cpu("empty"), 2),
         "synth_reference_cpu_s": round(cpu("reference"), 2),
+        "synth_reference_without_nag_cpu_s": round(cpu("reference_no_nag"), 2),
+        "nag_cpu_s": round(cpu("reference") - cpu("reference_no_nag"), 2),
+        "peer_nag_cpu_s": round(cpu("peer_nag") - cpu("peer"), 2),
         "peer_synth_empty_cpu_s": round(cpu("peer_empty"), 2),
         "peer_synth_cpu_s": round(cpu("peer"), 2),
         "peer_with_nag_cpu_s": round(cpu("peer_nag"), 2),
