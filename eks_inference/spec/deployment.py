@@ -42,6 +42,12 @@ from eks_inference.spec.engines import (
     supported_accelerator_problem,
     supported_loader_problem,
 )
+from eks_inference.spec.kv_serving import (
+    Disaggregation,
+    KvCacheOffload,
+    check_disaggregation_engine,
+    check_kv_cache,
+)
 from eks_inference.spec.loading import Weights
 from eks_inference.spec.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
 from eks_inference.spec.validation import Problems, Rule, rule_error, validate_with_rules
@@ -249,6 +255,14 @@ class ModelDeploymentSpec(BaseModel):
         description="Whether and where the deployment is reached on the platform's load "
         "balancer (see PlatformSpec.endpoint).",
     )
+    kv_cache: KvCacheOffload | None = Field(
+        default=None,
+        description="KV-cache tiers beyond GPU memory (LMCache): host memory, then local NVMe.",
+    )
+    disaggregation: Disaggregation | None = Field(
+        default=None,
+        description="Prefill and decode workers apart (engine: dynamo); absent: aggregated.",
+    )
 
     @property
     def instance(self) -> InstanceType:
@@ -283,13 +297,21 @@ class ModelDeploymentSpec(BaseModel):
         return self.compiled_artifacts_prefix is not None
 
     @property
+    def accelerators_per_replica(self) -> int:
+        """Cores or GPUs of one replica, as the engine counts a replica."""
+        return engine_of(self).accelerators_per_replica(self)
+
+    @property
     def replicas_per_node(self) -> int:
-        return sizing.replicas_per_node(self.instance, self.tensor_parallel_size)
+        """Replicas one node holds (at least one: a replica wider than a node spans nodes)."""
+        return max(1, sizing.replicas_per_node(self.instance, self.accelerators_per_replica))
 
     @property
     def max_nodes(self) -> int:
         """Nodes the deployment occupies at ``max_replicas``."""
-        return sizing.nodes_needed(self.scaling.max_replicas, self.replicas_per_node)
+        return sizing.nodes_for_replicas(
+            self.instance, self.accelerators_per_replica, self.scaling.max_replicas
+        )
 
     @property
     def rollout_headroom_replicas(self) -> int:
@@ -304,8 +326,10 @@ class ModelDeploymentSpec(BaseModel):
     @property
     def nodes_during_rollout(self) -> int:
         """Nodes needed while a rollout runs at ``max_replicas``: the pool must hold this."""
-        return sizing.nodes_needed(
-            self.scaling.max_replicas + self.rollout_headroom_replicas, self.replicas_per_node
+        return sizing.nodes_for_replicas(
+            self.instance,
+            self.accelerators_per_replica,
+            self.scaling.max_replicas + self.rollout_headroom_replicas,
         )
 
     @property
@@ -538,6 +562,8 @@ _RULES = (
         "instance_type model neuron.allow_poor_compile_architecture",
         _check_poor_compile_architecture,
     ),
+    _rule("kv_cache engine instance_type model tensor_parallel_size", check_kv_cache),
+    _rule("disaggregation engine", check_disaggregation_engine),
 )
 
 
