@@ -234,17 +234,6 @@ def nodes_needed(replicas: int, per_node: int) -> int:
     return math.ceil(replicas / per_node) if replicas else 0
 
 
-def nodes_for_replicas(instance: InstanceType, accelerators_per_replica: int, replicas: int) -> int:
-    """Nodes that hold ``replicas`` replicas of ``accelerators_per_replica`` cores or GPUs each.
-
-    A replica narrower than a node shares it with others (:func:`replicas_per_node`); one wider
-    than a node (a disaggregated graph over EFA) takes whole nodes of its own.
-    """
-    if accelerators_per_replica <= instance.cores:
-        return nodes_needed(replicas, replicas_per_node(instance, accelerators_per_replica))
-    return replicas * math.ceil(accelerators_per_replica / instance.cores)
-
-
 # Host memory a vLLM server process needs besides an offloaded KV tier: the CUDA context and
 # the engine's processes, the tokenizer and the pinned staging buffers, and the weights passing
 # through host memory while they load (the checkpoint's size, read once). At least 16 GiB.

@@ -297,21 +297,13 @@ class ModelDeploymentSpec(BaseModel):
         return self.compiled_artifacts_prefix is not None
 
     @property
-    def accelerators_per_replica(self) -> int:
-        """Cores or GPUs of one replica, as the engine counts a replica."""
-        return engine_of(self).accelerators_per_replica(self)
-
-    @property
     def replicas_per_node(self) -> int:
-        """Replicas one node holds (at least one: a replica wider than a node spans nodes)."""
-        return max(1, sizing.replicas_per_node(self.instance, self.accelerators_per_replica))
+        return sizing.replicas_per_node(self.instance, self.tensor_parallel_size)
 
     @property
     def max_nodes(self) -> int:
         """Nodes the deployment occupies at ``max_replicas``."""
-        return sizing.nodes_for_replicas(
-            self.instance, self.accelerators_per_replica, self.scaling.max_replicas
-        )
+        return sizing.nodes_needed(self.scaling.max_replicas, self.replicas_per_node)
 
     @property
     def rollout_headroom_replicas(self) -> int:
@@ -326,10 +318,8 @@ class ModelDeploymentSpec(BaseModel):
     @property
     def nodes_during_rollout(self) -> int:
         """Nodes needed while a rollout runs at ``max_replicas``: the pool must hold this."""
-        return sizing.nodes_for_replicas(
-            self.instance,
-            self.accelerators_per_replica,
-            self.scaling.max_replicas + self.rollout_headroom_replicas,
+        return sizing.nodes_needed(
+            self.scaling.max_replicas + self.rollout_headroom_replicas, self.replicas_per_node
         )
 
     @property

@@ -65,11 +65,6 @@ class Engine(ABC):
         """Whether it offloads the KV cache with LMCache (``kv_cache``) on ``accelerator``."""
         return False
 
-    def accelerators_per_replica(self, spec: ModelDeploymentSpec) -> int:
-        """Cores or GPUs one replica takes: its tensor-parallel group, unless the engine's
-        replica is something wider (a disaggregated graph)."""
-        return spec.tensor_parallel_size
-
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
         """The ``weights.loader`` values it reads weights with on ``accelerator``."""
         return frozenset({MOUNTPOINT})

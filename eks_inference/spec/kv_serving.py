@@ -10,8 +10,8 @@ Two options of a GPU deployment, typed here with the rules every engine shares:
   needs an instance type with local NVMe in the catalog and must fit it.
 - ``disaggregation`` (:class:`Disaggregation`): prefill and decode workers in separate groups,
   each with its replicas and tensor-parallel degree; only an engine that disaggregates accepts
-  it (:attr:`~eks_inference.spec.engines.Engine.disaggregates`), which checks the topology
-  itself (:mod:`eks_inference.spec.disaggregation`).
+  it (:attr:`~eks_inference.spec.engines.Engine.disaggregates`), and checks the graph's
+  topology with its own rules.
 """
 
 from __future__ import annotations
@@ -181,11 +181,14 @@ def check_disaggregation_engine(spec: ModelDeploymentSpec, problems: Problems) -
     if spec.disaggregation is None or engine_of(spec).disaggregates:
         return
     engines = [e.name for e in ENGINES if e.disaggregates]
-    fix = f"engine: {' or '.join(engines)}" if engines else "no registered engine"
+    fix = (
+        f"remove disaggregation, or use engine: {' or '.join(engines)}"
+        if engines
+        else "no registered engine disaggregates; remove disaggregation"
+    )
     problems.add(
         ("disaggregation",),
-        f"engine {spec.engine} serves prefill and decode on the same workers; remove "
-        f"disaggregation, or use {fix}",
+        f"engine {spec.engine} serves prefill and decode on the same workers; {fix}",
     )
 
 

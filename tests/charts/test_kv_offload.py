@@ -156,3 +156,26 @@ def test_tier_tokens_follow_the_architecture() -> None:
     per_token = sizing.kv_cache_bytes_per_token(arch)
     assert per_token == 131_072  # 2 x 32 layers x 8 KV heads x 128 x 2 bytes
     assert sizing.kv_tier_tokens(arch, spec.instance, 1, 32) == 32 * 1024**3 // per_token
+
+
+def test_disaggregation_is_refused_by_engines_that_do_not_disaggregate() -> None:
+    problems = _problems(
+        model="llama-3.1-70b",
+        instance_type="g6e.48xlarge",
+        tensor_parallel_size=8,
+        disaggregation={
+            "prefill": {"tensor_parallel_size": 4},
+            "decode": {"tensor_parallel_size": 4},
+        },
+    )
+    assert "serves prefill and decode on the same workers" in problems["disaggregation"]
+    assert "remove disaggregation" in problems["disaggregation"]
+
+
+def test_the_catalog_knows_local_nvme_and_efa() -> None:
+    # EC2 instance store tables: one 450 GB SSD on g6e.2xlarge, four 1,900 GB on g6e.48xlarge.
+    assert INSTANCE_TYPES["g6e.2xlarge"].local_nvme_gib == 450 * 1000**3 // 1024**3
+    assert INSTANCE_TYPES["g6e.48xlarge"].local_nvme_gib == 7600 * 1000**3 // 1024**3
+    assert INSTANCE_TYPES["g6e.48xlarge"].efa
+    assert not INSTANCE_TYPES["g6e.2xlarge"].efa
+    assert not any(t.local_nvme_gib or t.efa for n, t in INSTANCE_TYPES.items() if n[:3] == "inf")
