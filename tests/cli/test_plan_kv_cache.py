@@ -14,7 +14,7 @@ from eks_inference import sizing
 from eks_inference.catalog import MODELS
 from tests.cli.test_bad_spec_files import assert_bad_input, run_cli
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "disaggregated-and-lmcache.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "lmcache.yaml"
 
 
 def test_plan_prints_the_tokens_each_tier_holds(cli: Callable[..., Result]) -> None:
