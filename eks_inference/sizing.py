@@ -234,6 +234,29 @@ def nodes_needed(replicas: int, per_node: int) -> int:
     return math.ceil(replicas / per_node) if replicas else 0
 
 
+# Host memory a vLLM server process needs besides an offloaded KV tier: the CUDA context and
+# the engine's processes, the tokenizer and the pinned staging buffers, and the weights passing
+# through host memory while they load (the checkpoint's size, read once). At least 16 GiB.
+SERVER_HOST_MEMORY_FLOOR_GIB = 16
+
+
+def server_host_memory_gib(model: ModelArchitecture) -> int:
+    """Host memory of one vLLM server without a CPU KV tier, in GiB."""
+    return max(SERVER_HOST_MEMORY_FLOOR_GIB, math.ceil(gib(weight_bytes(model))))
+
+
+def kv_tier_tokens(
+    model: ModelArchitecture, instance: InstanceType, tensor_parallel_size: int, tier_gib: int
+) -> int:
+    """Tokens of KV cache a tier of ``tier_gib`` GiB holds for one replica.
+
+    A replica's tier holds the KV of every rank of its tensor-parallel group, so a token costs
+    what it costs in GPU memory: :func:`kv_cache_bytes_per_token` of the heads the group holds.
+    """
+    heads = sharded_heads(model, instance, tensor_parallel_size)
+    return tier_gib * GIB // kv_cache_bytes_per_token(model, heads.kv_heads)
+
+
 def decode_tokens_per_second_bound(
     model: ModelArchitecture,
     instance: InstanceType,

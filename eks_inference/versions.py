@@ -56,6 +56,14 @@ NEURON_VLLM_IMAGE = (
     "0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
 )
 NEURON_SDK_VERSION = "2.31.1"
+# LMCache (kv_cache: KV tiers in host memory and on local NVMe) for the GPU vLLM 0.29.0 above:
+# 0.5.6, whose vLLM integration (lmcache.integration.vllm.vllm_v1_adapter) is the one vLLM
+# 0.29.0's LMCacheConnectorV1 imports. The standalone vLLM image does not ship LMCache, so a
+# deployment with kv_cache runs the LMCache project's image of the same release, vLLM's OpenAI
+# server with LMCache installed (unverified against Docker Hub from here: which vLLM it builds
+# on is LMCache's choice, to be checked when either pin moves).
+LMCACHE_VERSION = "0.5.6"
+LMCACHE_VLLM_IMAGE = f"lmcache/vllm-openai:v{LMCACHE_VERSION}"
 # Ray head image when the workers run the GPU Ray LLM image: the same image, so the head can
 # import the Serve application (`ray.serve.llm`) it routes to.
 RAY_HEAD_GPU_IMAGE = RAY_LLM_GPU_IMAGE

@@ -7,7 +7,7 @@ override with ``--price-per-hour`` in the CLI). Memory bandwidth is per accelera
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 GIB = 1024**3
@@ -46,6 +46,8 @@ class InstanceType:
     price_per_hour: float
     valid_tensor_parallel: tuple[int, ...]
     max_pods: int
+    local_nvme_gib: int = 0
+    efa: bool = False
 
     @property
     def cores_per_device(self) -> int:
@@ -173,6 +175,36 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _cpu("m7i.2xlarge", 8, 32, 0.4032, 58),
     )
 }
+
+
+# Instance store (total local NVMe SSD, GB as EC2 sells it, here in GiB) and EFA support, from
+# the EC2 user guide's "Instance store volumes" and "Elastic Fabric Adapter: supported instance
+# types" tables for the accelerated-computing families (unverified here: no AWS API is reachable
+# at build time). Inferentia2 and the m6i/m7i system sizes have no instance store; among g6e,
+# EFA starts at 8xlarge.
+_INSTANCE_STORE_AND_EFA: dict[str, tuple[int, bool]] = {
+    "g6e.xlarge": (250, False),
+    "g6e.2xlarge": (450, False),
+    "g6e.4xlarge": (600, False),
+    "g6e.8xlarge": (900, True),
+    "g6e.16xlarge": (1900, True),
+    "g6e.12xlarge": (3800, True),
+    "g6e.24xlarge": (3800, True),
+    "g6e.48xlarge": (7600, True),
+    "g5.12xlarge": (3800, True),
+    "p4d.24xlarge": (8000, True),
+}
+
+
+def _with_local_facts(instance: InstanceType) -> InstanceType:
+    facts = _INSTANCE_STORE_AND_EFA.get(instance.name)
+    if facts is None:
+        return instance
+    store_gb, efa = facts
+    return replace(instance, local_nvme_gib=store_gb * GB // GIB, efa=efa)
+
+
+INSTANCE_TYPES = {name: _with_local_facts(t) for name, t in INSTANCE_TYPES.items()}
 
 
 # EC2's sizes below xlarge, smallest first; ``<n>xlarge`` is n times xlarge, and metal is the

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from eks_inference.artifacts import override_neuron_config
+from eks_inference.charts import kv_offload
 from eks_inference.charts.common import (
     OPENAI_PORT,
     RenderContext,
@@ -59,7 +60,8 @@ def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str
     The first, positional, is the model as the weights loader gives it
     (:func:`~eks_inference.charts.loading.loader_of`): read from ``s3://<bucket>/<prefix>`` by
     the Run:ai streamer, or from the Mountpoint volume at ``/mnt/model``; clients name it by
-    its Hugging Face id. The loader's own flags follow the engine's.
+    its Hugging Face id. The loader's own flags follow the engine's, then LMCache's with
+    ``kv_cache`` (:mod:`eks_inference.charts.kv_offload`).
 
     On Neuron the compiled graph fixes the batch (``max_num_seqs``) and the plugin forces the
     KV block size to ``max_model_len`` when prefix caching is off, so prefix caching is
@@ -98,7 +100,15 @@ def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str
             "--gpu-memory-utilization",
             str(limits.gpu_memory_utilization),
         ]
-    return [*args, *loader.server_args(spec), "--host", "0.0.0.0", "--port", str(OPENAI_PORT)]
+    return [
+        *args,
+        *loader.server_args(spec),
+        *kv_offload.server_args(spec),
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(OPENAI_PORT),
+    ]
 
 
 # Flags of `vllm serve` that belong to its HTTP server, not to the engine.
@@ -145,10 +155,11 @@ def server_environment(spec: ModelDeploymentSpec, context: RenderContext) -> dic
 
     Caches go under the writable HOME; the Hugging Face Hub is never contacted (weights come
     from the model bucket only); the weights loader adds what it needs (the Run:ai streamer's
-    S3 client gets the region explicitly). On Neuron the runtime gets TP cores, the plugin the
-    compiled-artifacts path and the compiler a cache on the writable HOME (its default,
-    /var/tmp, is on the read-only root). The Neuron compile job runs the same server with
-    this environment, pointing only ``NEURON_COMPILED_ARTIFACTS`` elsewhere.
+    S3 client gets the region explicitly), and LMCache its tiers with ``kv_cache``. On Neuron
+    the runtime gets TP cores, the plugin the compiled-artifacts path and the compiler a cache
+    on the writable HOME (its default, /var/tmp, is on the read-only root). The Neuron compile
+    job runs the same server with this environment, pointing only ``NEURON_COMPILED_ARTIFACTS``
+    elsewhere.
     """
     env = {
         "HOME": HOME_PATH,
@@ -160,6 +171,7 @@ def server_environment(spec: ModelDeploymentSpec, context: RenderContext) -> dic
         "DO_NOT_TRACK": "1",
     }
     env.update(loader_of(spec).environment(spec, region=context.region))
+    env.update(kv_offload.environment(spec))
     if spec.on_neuron:
         env["NEURON_RT_NUM_CORES"] = str(spec.tensor_parallel_size)
         env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)

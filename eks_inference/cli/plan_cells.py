@@ -84,6 +84,8 @@ NUMERIC = {
     "$/h max",
     "$/1M tok",
     "$/h node",
+    "GiB",
+    "tokens of KV",
 }
 
 
@@ -110,3 +112,11 @@ def watch_rows(d: DeploymentPlan) -> list[list[str]]:
         [d.name, w.signal, ", ".join(sorted(metric_names(w.query))), w.threshold, w.consequence]
         for w in d.watch
     ]
+
+
+KV_TIER_HEADERS = ("deployment", "tier", "GiB", "tokens of KV")
+
+
+def kv_tier_rows(d: DeploymentPlan) -> list[list[str]]:
+    """One row per KV tier of a replica: its size and the tokens of KV it holds."""
+    return [[d.name, t.tier, f"{t.gib:.1f}", f"{t.tokens:,}"] for t in d.kv_tiers]

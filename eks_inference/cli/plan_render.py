@@ -12,12 +12,14 @@ from rich.table import Table
 from eks_inference.cli.plan_cells import (
     BOUND_NOTE,
     DEPLOYMENT_HEADERS,
+    KV_TIER_HEADERS,
     NUMERIC,
     POOL_HEADERS,
     WATCH_HEADERS,
     WATCH_NOTE,
     deployment_cells,
     fit,
+    kv_tier_rows,
     memory,
     money,
     pool_cells,
@@ -56,6 +58,13 @@ def platform_tables(plan: PlatformPlan) -> list[Table]:
             watch.add_row(*row)
         watch.add_section()
     tables = [deployments, pools, watch]
+    tiered = [d for d in plan.deployments if d.kv_tiers]
+    if tiered:
+        tiers = _table("KV cache tiers (per replica)", KV_TIER_HEADERS)
+        for d in tiered:
+            for row in kv_tier_rows(d):
+                tiers.add_row(*row)
+        tables.append(tiers)
     if plan.warnings:
         warnings = Table(title="Warnings", title_justify="left", show_header=False)
         warnings.add_column("", overflow="fold", style="yellow")
@@ -119,6 +128,13 @@ def _markdown_table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str
     ]
 
 
+def _kv_tier_markdown(plan: PlatformPlan) -> list[str]:
+    rows = [row for d in plan.deployments for row in kv_tier_rows(d)]
+    if not rows:
+        return []
+    return ["## KV cache tiers (per replica)", "", *_markdown_table(KV_TIER_HEADERS, rows), ""]
+
+
 def platform_markdown(plan: PlatformPlan, source: str) -> str:
     """The platform plan as Markdown; ``source`` names the platform file it was made from."""
     lines = [
@@ -148,6 +164,7 @@ def platform_markdown(plan: PlatformPlan, source: str) -> str:
             ],
         ),
         "",
+        *_kv_tier_markdown(plan),
         *(f"**Warning**: {warning}" + "\n" for warning in plan.warnings),
         BOUND_NOTE,
         "",

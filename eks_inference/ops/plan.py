@@ -192,6 +192,38 @@ def _cheapest_then_smallest(plan: ConfigurationPlan) -> tuple[float, int]:
 
 
 @dataclass(frozen=True)
+class KvTier:
+    """One tier of a replica's KV cache: its size and how many tokens of KV it holds."""
+
+    tier: str
+    gib: float
+    tokens: int
+
+
+def kv_tiers(spec: ModelDeploymentSpec) -> tuple[KvTier, ...]:
+    """A replica's KV tiers with ``kv_cache``: GPU memory beside the weights, then LMCache's
+    CPU and disk tiers; each token costs the bytes the architecture gives it
+    (:func:`~eks_inference.sizing.kv_tier_tokens`). Empty without ``kv_cache``."""
+    offload = spec.kv_cache
+    if offload is None:
+        return ()
+    arch, instance, tp = spec.model.architecture, spec.instance, spec.tensor_parallel_size
+    fit = spec.memory_fit
+    gpu_bytes = max(fit.capacity_bytes - fit.weight_bytes - fit.padding_bytes, 0)
+    per_token = sizing.kv_cache_bytes_per_token(
+        arch, sizing.sharded_heads(arch, instance, tp).kv_heads
+    )
+    tiers = [
+        KvTier("GPU", sizing.gib(gpu_bytes), gpu_bytes // per_token),
+        KvTier("CPU", offload.cpu_gib, sizing.kv_tier_tokens(arch, instance, tp, offload.cpu_gib)),
+    ]
+    if offload.disk_gib is not None:
+        tokens = sizing.kv_tier_tokens(arch, instance, tp, offload.disk_gib)
+        tiers.append(KvTier("disk", offload.disk_gib, tokens))
+    return tuple(tiers)
+
+
+@dataclass(frozen=True)
 class DeploymentPlan:
     """A deployment of the platform: its configuration and what its node range costs."""
 
@@ -202,6 +234,8 @@ class DeploymentPlan:
     nodes_max: int
     # What to watch once it serves, and the thresholds the alerts and autoscaler act on.
     watch: tuple[Watch, ...] = ()
+    # Per replica, with kv_cache: the KV cache's tiers and the tokens each holds.
+    kv_tiers: tuple[KvTier, ...] = ()
 
     @property
     def price_per_hour_min(self) -> float:
@@ -224,6 +258,7 @@ class DeploymentPlan:
             "price_per_hour_max": self.price_per_hour_max,
             **self.configuration.as_json(),
             "watch": [asdict(w) for w in self.watch],
+            "kv_tiers": [asdict(t) for t in self.kv_tiers],
         }
 
 
@@ -383,6 +418,7 @@ def plan_deployment(spec: ModelDeploymentSpec, price: NodePrice | None = None) -
         nodes_min=sizing.nodes_needed(spec.scaling.min_replicas, per_node),
         nodes_max=sizing.nodes_needed(spec.scaling.max_replicas, per_node),
         watch=signals_of(spec).watch_list(),
+        kv_tiers=kv_tiers(spec),
     )
 
 

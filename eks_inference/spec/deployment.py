@@ -45,6 +45,12 @@ from eks_inference.spec.engines import (
     supported_accelerator_problem,
     supported_loader_problem,
 )
+from eks_inference.spec.kv_serving import (
+    Disaggregation,
+    KvCacheOffload,
+    check_disaggregation_engine,
+    check_kv_cache,
+)
 from eks_inference.spec.loading import Weights
 from eks_inference.spec.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
 from eks_inference.spec.serverless import Serverless
@@ -263,6 +269,14 @@ class ModelDeploymentSpec(BaseModel):
         default_factory=DeploymentEndpoint,
         description="Whether and where the deployment is reached on the platform's load "
         "balancer (see PlatformSpec.endpoint).",
+    )
+    kv_cache: KvCacheOffload | None = Field(
+        default=None,
+        description="KV-cache tiers beyond GPU memory (LMCache): host memory, then local NVMe.",
+    )
+    disaggregation: Disaggregation | None = Field(
+        default=None,
+        description="Prefill and decode workers apart (engine: dynamo); absent: aggregated.",
     )
 
     @property
@@ -556,6 +570,8 @@ _RULES = (
         "instance_type model neuron.allow_poor_compile_architecture",
         _check_poor_compile_architecture,
     ),
+    _rule("kv_cache engine instance_type model tensor_parallel_size", check_kv_cache),
+    _rule("disaggregation engine", check_disaggregation_engine),
 )
 
 

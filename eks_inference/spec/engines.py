@@ -58,6 +58,12 @@ class Engine(ABC):
     accelerators: ClassVar[frozenset[Accelerator]] = frozenset(
         {Accelerator.NEURON, Accelerator.NVIDIA}
     )
+    #: Whether it serves prefill and decode on separate workers (``disaggregation``).
+    disaggregates: ClassVar[bool] = False
+
+    def kv_cache_offload(self, accelerator: Accelerator) -> bool:
+        """Whether it offloads the KV cache with LMCache (``kv_cache``) on ``accelerator``."""
+        return False
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
         """The ``weights.loader`` values it reads weights with on ``accelerator``."""

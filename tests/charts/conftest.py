@@ -37,6 +37,8 @@ VARIANT_POOLS: list[dict[str, Any]] = [
     {"name": "inf2-8", "instance_types": ["inf2.8xlarge"], "max_size": 4},
     {"name": "g6e", "instance_types": ["g6e.2xlarge"], "max_size": 4},
     {"name": "g6e-12", "instance_types": ["g6e.12xlarge"], "max_size": 4},
+    # Room on the root volume for the LMCache disk tier's ephemeral storage.
+    {"name": "g6e-4", "instance_types": ["g6e.4xlarge"], "max_size": 2, "disk_size_gib": 800},
 ]
 VARIANT_DEPLOYMENTS: list[dict[str, Any]] = [
     # Standalone vLLM on a part of an inf2.48xlarge: Neuron scheduler, artifacts, overrides.
@@ -85,6 +87,15 @@ VARIANT_DEPLOYMENTS: list[dict[str, Any]] = [
         "tensor_parallel_size": 4,
         "limits": {"max_model_len": 32768, "max_num_seqs": 64, "block_size": 32},
         "weights": {"prefix": "models/qwen2.5-7b/"},
+    },
+    # Standalone vLLM with LMCache: KV tiers in host memory and on local NVMe.
+    {
+        "name": "mistral-lmcache",
+        "model": "mistral-7b",
+        "instance_type": "g6e.4xlarge",
+        "engine": "vllm",
+        "weights": {"prefix": "models/mistral-7b/", "loader": "runai_streamer"},
+        "kv_cache": {"offload": "cpu+disk", "cpu_gib": 64, "disk_gib": 400},
     },
     # Ray Serve LLM scaling to zero.
     {

@@ -7,9 +7,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from eks_inference import names
+from eks_inference.charts import kv_offload
 from eks_inference.charts.common import RAY_UID
 from eks_inference.sizing import pod_resources
-from eks_inference.versions import AWS_CLI_IMAGE, NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
+from eks_inference.spec.kv_serving import replica_memory_mib
+from eks_inference.versions import (
+    AWS_CLI_IMAGE,
+    LMCACHE_VLLM_IMAGE,
+    NEURON_VLLM_IMAGE,
+    VLLM_GPU_IMAGE,
+)
 from tests.charts.conftest import Rendered
 from tests.charts.helpers import of_kind, pod_templates
 
@@ -69,12 +76,17 @@ def test_cpu_and_memory_are_the_nodes_share_requests_equal_limits(rendered: Rend
         for container in template.containers:
             requests, limits = container["resources"]["requests"], container["resources"]["limits"]
             assert {"cpu", "memory"} <= set(requests)
-            assert requests == limits, container["name"]
+            # Only an LMCache disk tier's ephemeral storage is requested without a limit.
+            assert requests == {**limits, **kv_offload.disk_request(template.deployment)}, (
+                container["name"]
+            )
         if template.role != "ray-head":
             spec = template.deployment
             share = pod_resources(spec.instance, spec.replicas_per_node)
             assert template.server["resources"]["limits"]["cpu"] == share.cpu
-            assert template.server["resources"]["limits"]["memory"] == share.memory
+            # The node's share, or with an LMCache CPU tier the server and its tier.
+            memory = f"{replica_memory_mib(spec)}Mi"
+            assert template.server["resources"]["limits"]["memory"] == memory
 
 
 def test_autoscaler_sidecar_is_sized(rendered: Rendered) -> None:
@@ -161,7 +173,7 @@ def test_every_container_drops_all_capabilities_under_the_runtime_seccomp_profil
 def test_root_containers_are_only_those_of_images_without_another_user(
     rendered: Rendered,
 ) -> None:
-    root_images = {VLLM_GPU_IMAGE, NEURON_VLLM_IMAGE, AWS_CLI_IMAGE}
+    root_images = {VLLM_GPU_IMAGE, LMCACHE_VLLM_IMAGE, NEURON_VLLM_IMAGE, AWS_CLI_IMAGE}
     for name, spec in _workload_pods(rendered):
         pod_security = spec.get("securityContext", {})
         for container in (*spec.get("initContainers", []), *spec["containers"]):

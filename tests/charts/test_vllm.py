@@ -21,7 +21,7 @@ from eks_inference.charts.shipped import (
 from eks_inference.charts.vllm_server import REMOVED_VLLM_FLAGS, vllm_server_args
 from eks_inference.load_budget import model_load_seconds
 from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.versions import NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
+from eks_inference.versions import LMCACHE_VLLM_IMAGE, NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
 from tests.charts.conftest import CONTEXT, Rendered
 from tests.charts.helpers import PodTemplate, of_kind, one, pod_templates, serving_objects
 
@@ -65,7 +65,8 @@ def test_gpu_flags(rendered: Rendered) -> None:
         assert flags["--block-size"] == str(limits.block_size)
         assert flags["--gpu-memory-utilization"] == str(limits.gpu_memory_utilization)
         assert "--additional-config" not in flags
-        assert pod.server["image"] == VLLM_GPU_IMAGE
+        lmcache = pod.deployment.kv_cache is not None
+        assert pod.server["image"] == (LMCACHE_VLLM_IMAGE if lmcache else VLLM_GPU_IMAGE)
 
 
 def test_neuron_flags_follow_the_plugins_rules(variants: Rendered) -> None:

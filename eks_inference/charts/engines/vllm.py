@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
-from eks_inference.charts import pod, shipped, vllm_server
+from eks_inference.charts import kv_offload, pod, shipped, vllm_server
 from eks_inference.charts.common import (
     API_KEY_ENV,
     API_KEY_SECRET_NEED,
@@ -49,10 +49,11 @@ from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.signals import matchers
 from eks_inference.sizing import pod_resources
 from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.kv_serving import replica_memory_mib
 from eks_inference.spec.platform import Placement
 from eks_inference.spec.routes import Route
 from eks_inference.spec.validation import Problems, Rule
-from eks_inference.versions import NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
+from eks_inference.versions import NEURON_VLLM_IMAGE
 
 if TYPE_CHECKING:
     from eks_inference.charts.mountpoint import MountpointVolume
@@ -206,13 +207,12 @@ def server_pod(
     placement and the artifacts gate.
     """
     share = pod_resources(spec.instance, spec.replicas_per_node)
-    image = NEURON_VLLM_IMAGE if spec.on_neuron else VLLM_GPU_IMAGE
+    memory_mib = replica_memory_mib(spec)
+    image = NEURON_VLLM_IMAGE if spec.on_neuron else kv_offload.image(spec)
     volumes = [
         pod.empty_dir("home", f"{vllm_server.HOME_MIB}Mi"),
         pod.empty_dir("tmp", f"{vllm_server.TMP_MIB}Mi"),
-        pod.empty_dir(
-            "shm", f"{vllm_server.shared_memory_mib(share.memory_mib)}Mi", in_memory=True
-        ),
+        pod.empty_dir("shm", f"{vllm_server.shared_memory_mib(memory_mib)}Mi", in_memory=True),
     ]
     # HOME, /tmp, /dev/shm, then the read-only model volumes and the shipped code.
     mounts = [
@@ -226,6 +226,10 @@ def server_pod(
     if artifacts is not None:
         volumes.append(pod.claim_volume(ARTIFACTS_ROLE, artifacts.claim_name))
         mounts.append(pod.mount(ARTIFACTS_ROLE, ARTIFACTS_MOUNT_PATH, read_only=True))
+    disk_tier = kv_offload.disk_volume(spec)
+    if disk_tier is not None:
+        volumes.append(disk_tier[0])
+        mounts.append(disk_tier[1])
     load_seconds = model_load_seconds(spec)
     args = vllm_server.vllm_server_args(spec, bucket_name=context.bucket_name)
     environment = pod.env(vllm_server.server_environment(spec, context))
@@ -251,7 +255,8 @@ def server_pod(
         "ports": [{"name": HTTP_PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
         "env": environment,
         "resources": pod.resources(
-            {"cpu": share.cpu, "memory": share.memory, **pod.accelerator_resource(spec)}
+            {"cpu": share.cpu, "memory": f"{memory_mib}Mi", **pod.accelerator_resource(spec)},
+            requested_only=kv_offload.disk_request(spec),
         ),
         "securityContext": pod.ROOT_IMAGE_SECURITY,
         "startupProbe": _health_probe(failure_threshold=math.ceil(load_seconds / _PROBE_PERIOD_S)),
@@ -364,6 +369,10 @@ class VllmEngine(ServingEngine):
     name = "vllm"
     summary = "a standalone vLLM Deployment"
     component = COMPONENT
+
+    def kv_cache_offload(self, accelerator: Accelerator) -> bool:
+        # LMCache is built for CUDA; the Neuron image has no KV connector for it.
+        return accelerator is Accelerator.NVIDIA
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
         # The Run:ai streamer ships with the GPU image only; the Neuron image reads a directory.
