@@ -42,6 +42,7 @@ from eks_inference.spec.engines import (
     supported_accelerator_problem,
     supported_loader_problem,
 )
+from eks_inference.spec.loader_rules import image_size_problem, mountpoint_cache_problem
 from eks_inference.spec.loading import Weights
 from eks_inference.spec.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
 from eks_inference.spec.validation import Problems, Rule, rule_error, validate_with_rules
@@ -524,6 +525,8 @@ _RULES = (
     _rule("model limits.max_model_len", _check_context_length),
     _rule(f"model instance_type tensor_parallel_size {_LIMITS_SIZED}", _check_fit),
     _rule("weights.loader engine instance_type", supported_loader_problem),
+    _rule("weights.loader model", image_size_problem),
+    _rule("weights.cache_gib instance_type", mountpoint_cache_problem),
     _rule("instance_type limits.gpu_memory_utilization", _check_gpu_only_limits),
     _rule("instance_type neuron", _check_neuron_only_on_inf2),
     _rule(

@@ -47,6 +47,9 @@ IMDS_HOP_LIMIT = 1
 CAPACITY_PREFERENCE: tuple[CapacityType, ...] = ("RESERVED", "SPOT", "ON_DEMAND")
 # An EC2 On-Demand Capacity Reservation id, as Karpenter's EC2NodeClass accepts it.
 _CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
+# Zones are named by their index in the VPC's zones (the cluster's VPC spans three by default;
+# a VPC of CloudFormation's choosing has no zone names at synth).
+MAX_ZONES = 16
 
 
 class Taint(BaseModel):
@@ -121,6 +124,12 @@ class NodePool(BaseModel):
         max_length=30,
         description="The Capacity Reservations (cr-...) a RESERVED pool launches into.",
     )
+    zones: tuple[int, ...] = Field(
+        default=(),
+        max_length=MAX_ZONES,
+        description="Indexes of the VPC's Availability Zones (0: its first) the pool's nodes "
+        "run in; empty: every zone. A pool serving from FSx for Lustre runs in one zone.",
+    )
     disk_size_gib: int | None = Field(
         default=None,
         ge=1,
@@ -159,6 +168,12 @@ class NodePool(BaseModel):
                 )
         if self.min_size > self.max_size:
             problems.append(f"min_size ({self.min_size}) exceeds max_size ({self.max_size})")
+        if len(set(self.zones)) != len(self.zones) or any(
+            not 0 <= z < MAX_ZONES for z in self.zones
+        ):
+            problems.append(
+                f"zones {list(self.zones)} must be distinct zone indexes from 0 to {MAX_ZONES - 1}"
+            )
         problems += _capacity_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
