@@ -182,3 +182,26 @@ def test_lustre_read_follows_capacity_and_throughput() -> None:
     assert cold_start(slow).seconds("weights") == pytest.approx(16 * GB / (tib * 125e6))
     assert cold_start(fast).seconds("weights") < cold_start(slow).seconds("weights")
     assert sizing.weight_bytes(slow.model.architecture) == 16 * GB
+
+
+def test_the_docs_table_is_the_estimate() -> None:
+    """docs/loading-weights.md shows our numbers: each cell is what the estimate gives."""
+    page = (REPO / "docs" / "loading-weights.md").read_text()
+    table = page.split("<!-- cold-start-table -->")[1].split("<!-- /cold-start-table -->")[0]
+    rows = [line.strip("| ").split(" | ") for line in table.strip().splitlines()[2:]]
+    loaders = ["runai_streamer", "mountpoint", "fsx", "image"]
+    assert rows
+    for model, *cells in rows:
+        spec = ModelDeploymentSpec.model_validate(
+            {
+                "name": "docs",
+                "model": model,
+                "instance_type": "g6e.2xlarge",
+                "engine": "vllm",
+                "weights": {"prefix": "models/docs/", "loader": "runai_streamer"},
+            }
+        )
+        for loader, cell in zip(loaders, cells, strict=True):
+            estimate = cold_start(spec, loader)
+            weights = estimate.seconds("weights") + estimate.seconds("weights_image")
+            assert cell == f"{weights:.0f} / {estimate.total_seconds:.0f}", (model, loader)

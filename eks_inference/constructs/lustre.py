@@ -10,7 +10,7 @@ changed and deleted objects.
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from constructs import Construct, IConstruct
@@ -46,6 +46,8 @@ class ModelFileSystem(Construct):
       ``s3://<bucket>/<prefix>``: metadata imported on creation, contents loaded on first
       read, and new, changed and deleted objects followed (the bucket stays the source of
       truth; nothing is exported back). FSx reads the bucket with its service-linked role.
+    * the template's ``cfn-lint`` metadata naming ``region``: FSx for Lustre is not offered
+      in every region, and the template deploys to the bucket's.
 
     Imported: nothing is created, and you own the file system's association of the weights
     with its ``/model`` directory. :attr:`mount` is what the charts' PersistentVolume needs
@@ -61,6 +63,7 @@ class ModelFileSystem(Construct):
         bucket: ModelBucket,
         spec: ModelDeploymentSpec,
         placement: Placement,
+        region: str,
     ) -> None:
         super().__init__(scope, construct_id)
         lustre = spec.weights.lustre
@@ -83,13 +86,16 @@ class ModelFileSystem(Construct):
                 "association you have authorized"
             )
         (subnet,) = cluster.zone_subnets(placement.workers)
+        # FSx for Lustre is not offered in every region: the template says which region it
+        # is for (the bucket's, which ModelDeployment requires literally), for cfn-lint.
+        Stack.of(self).add_metadata("cfn-lint", {"config": {"regions": [region]}})
         nodes = cluster.cluster.cluster_security_group
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
             vpc=cluster.vpc,
             allow_all_outbound=False,
-            description=f"FSx for Lustre of {spec.name}: Lustre from the cluster's nodes only",
+            description=f"FSx for Lustre of {spec.name}: Lustre from the cluster nodes only",
         )
         for port in LUSTRE_PORTS:
             for peer in (nodes, self.security_group):

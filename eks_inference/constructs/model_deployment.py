@@ -222,7 +222,13 @@ class ModelDeployment(Construct):
         self.file_system: ModelFileSystem | None = None
         if loader_of(spec).volume_kind == "lustre":
             self.file_system = ModelFileSystem(
-                self, "FileSystem", cluster=cluster, bucket=bucket, spec=spec, placement=placement
+                self,
+                "FileSystem",
+                cluster=cluster,
+                bucket=bucket,
+                spec=spec,
+                placement=placement,
+                region=self.region,
             )
         context = RenderContext(
             bucket_name=bucket.bucket_name,
