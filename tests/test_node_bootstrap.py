@@ -13,12 +13,8 @@ from pydantic import ValidationError
 from eks_inference import sizing
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator
 from eks_inference.catalog.node_hardware import node_hardware
-from eks_inference.node_bootstrap import (
-    TOPOLOGY_POLICIES,
-    mime_user_data,
-    node_config,
-    topology_policy,
-)
+from eks_inference.node_bootstrap import mime_user_data, node_config
+from eks_inference.numa import TOPOLOGY_POLICIES, family_policy, pool_policy
 from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.platform import PlatformSpec
 from tests.cli.test_bad_spec_files import assert_bad_input, run_cli
@@ -65,6 +61,26 @@ def test_the_user_data_is_one_nodeconfig_part_of_a_mime_archive() -> None:
     assert yaml.safe_load(part.get_payload()) == config
 
 
+def test_every_accelerator_family_has_a_policy() -> None:
+    for instance in INSTANCE_TYPES.values():
+        policy = family_policy(instance)
+        assert (policy is None) == (instance.accelerator is Accelerator.NONE), instance.name
+
+
+def test_a_pool_may_set_its_own_policy() -> None:
+    pool = NodePool(
+        name="big", instance_types=("g6e.48xlarge",), topology_manager_policy="restricted"
+    )
+    policy = pool_policy(pool)
+    assert policy is not None
+    assert policy.policy == "restricted"
+    config = node_config(pool)
+    assert config is not None
+    assert config["spec"]["kubelet"]["config"]["topologyManagerPolicy"] == "restricted"
+    with pytest.raises(ValidationError, match="accelerator pools only"):
+        NodePool(name="cpu", instance_types=("m6i.xlarge",), topology_manager_policy="restricted")
+
+
 @pytest.mark.parametrize("name", sorted(INSTANCE_TYPES))
 def test_serving_pods_get_whole_cpus_within_a_numa_node(name: str) -> None:
     """Whole CPUs, so the static CPU manager pins them; under single-numa-node each replica
@@ -108,24 +124,38 @@ def test_a_gpu_replica_across_numa_nodes_is_refused(tmp_path: Path) -> None:
     errors = {".".join(map(str, e["loc"])): e["msg"] for e in caught.value.errors()}
     message = errors["deployments.0.tensor_parallel_size"]
     assert "spans the NUMA nodes of g6e.48xlarge" in message
-    assert "use tensor_parallel_size 4" in message
+    assert "use tensor_parallel_size 1 or 2 or 4, or topology_manager_policy" in message
+    assert "restricted on node_pools.1" in message
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(data))
     assert_bad_input(
         run_cli("plan", "--platform", path, cwd=tmp_path),
         "deployments.0.tensor_parallel_size",
-        "use tensor_parallel_size 4",
+        "topology_manager_policy: restricted on node_pools.1",
     )
 
 
 def test_a_replica_on_one_numa_node_passes() -> None:
-    PlatformSpec.model_validate(_platform("g6e.48xlarge", 4))
+    PlatformSpec.model_validate(_platform("g6e.48xlarge", 4, model="llama-3-8b"))
+
+
+def test_a_pool_letting_replicas_span_numa_nodes_takes_them() -> None:
+    """With restricted, TP 8 spans both sockets of a g6e.48xlarge: Llama 70B is served."""
+    data = _platform("g6e.48xlarge", 8)
+    data["node_pools"][1]["topology_manager_policy"] = "restricted"
+    PlatformSpec.model_validate(data)
+
+
+def test_nvswitch_gpus_may_span_numa_nodes() -> None:
+    """p4d's A100s are joined by NVSwitch: restricted by default, TP 8 is served."""
+    assert TOPOLOGY_POLICIES["p4d"].policy == "restricted"
+    PlatformSpec.model_validate(_platform("p4d.24xlarge", 8))
 
 
 def test_inferentia_replicas_may_span_numa_nodes() -> None:
     """restricted admits a whole-node replica on the fewest NUMA nodes: TP 24 on
     inf2.48xlarge is served."""
-    assert topology_policy(INSTANCE_TYPES["inf2.48xlarge"]) == TOPOLOGY_POLICIES[Accelerator.NEURON]
+    assert family_policy(INSTANCE_TYPES["inf2.48xlarge"]) == TOPOLOGY_POLICIES["inf2"]
     data = _platform("inf2.48xlarge", 24)
     data["deployments"][0]["weights"]["loader"] = "mountpoint"
     data["deployments"][0]["neuron"] = {"compiled_artifacts_prefix": "neuron-artifacts/"}

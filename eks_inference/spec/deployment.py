@@ -34,7 +34,6 @@ from eks_inference.catalog import (
     ModelArchitecture,
     by_size,
 )
-from eks_inference.node_bootstrap import numa_problem
 from eks_inference.spec.endpoints import DeploymentEndpoint
 from eks_inference.spec.engines import (
     EngineName,
@@ -528,7 +527,6 @@ _RULES = (
     _rule("weights.loader engine instance_type", supported_loader_problem),
     _rule("weights.loader model", image_size_problem),
     _rule("weights.cache_gib instance_type", mountpoint_cache_problem),
-    _rule("instance_type tensor_parallel_size", numa_problem),
     _rule("instance_type limits.gpu_memory_utilization", _check_gpu_only_limits),
     _rule("instance_type neuron", _check_neuron_only_on_inf2),
     _rule(

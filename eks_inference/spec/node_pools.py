@@ -22,6 +22,7 @@ from eks_inference.names import (
     NODE_POOL_LABEL,
     NVIDIA_GPU_RESOURCE,
 )
+from eks_inference.numa import TopologyManagerPolicy
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -130,6 +131,11 @@ class NodePool(BaseModel):
         description="Indexes of the VPC's Availability Zones (0: its first) the pool's nodes "
         "run in; empty: every zone. A pool serving from FSx for Lustre runs in one zone.",
     )
+    topology_manager_policy: TopologyManagerPolicy | None = Field(
+        default=None,
+        description="Accelerator pools: the kubelet topology manager policy of its nodes; "
+        "default: its family's (single-numa-node on g6e, restricted on inf2).",
+    )
     disk_size_gib: int | None = Field(
         default=None,
         ge=1,
@@ -156,6 +162,10 @@ class NodePool(BaseModel):
                 problems.append(
                     "an accelerator pool holds exactly one instance type (so the autoscaler "
                     "knows a new node's cores); define one pool per accelerator instance type"
+                )
+            if kinds == {Accelerator.NONE} and self.topology_manager_policy is not None:
+                problems.append(
+                    "topology_manager_policy applies to accelerator pools only; remove it"
                 )
             if (
                 kinds != {Accelerator.NONE}

@@ -25,6 +25,7 @@ from eks_inference import sizing, versions
 from eks_inference.aws_types import AccountId, BucketName, Region
 from eks_inference.catalog import Accelerator
 from eks_inference.names import MAX_ROLE_NAME_LENGTH, karpenter_node_role_name
+from eks_inference.numa import numa_problems
 from eks_inference.spec import cloudformation_limits
 from eks_inference.spec import files as spec_file
 from eks_inference.spec.deployment import ModelDeploymentSpec
@@ -262,6 +263,14 @@ def _check_lustre_zones(platform: PlatformSpec, problems: Problems) -> None:
                 lustre_zone_problems(deployment, pool, j, problems)
 
 
+def _check_numa(platform: PlatformSpec, problems: Problems) -> None:
+    """Replicas sit on one NUMA node where their pool's topology policy demands it."""
+    for i, deployment in enumerate(platform.deployments):
+        for j, pool in enumerate(platform.node_pools):
+            if deployment.instance_type in pool.instance_types:
+                numa_problems(deployment, i, pool, j, problems)
+
+
 def _check_node_provisioning(platform: PlatformSpec, problems: Problems) -> None:
     """Managed node groups take what they can; Karpenter needs a running system node."""
     provisioning = platform.node_provisioning
@@ -373,6 +382,7 @@ _RULES = (
     Rule(frozenset({"node_pools", "deployments"}), _check_placement),
     Rule(frozenset({"node_pools", "deployments"}), _check_compile_disks),
     Rule(frozenset({"node_pools", "deployments"}), _check_lustre_zones),
+    Rule(frozenset({"node_pools", "deployments"}), _check_numa),
     Rule(frozenset({"cluster_name", "endpoint", "deployments"}), _check_routes),
     Rule(frozenset({"cluster_name", "node_pools", "node_provisioning"}), _check_node_provisioning),
     Rule(

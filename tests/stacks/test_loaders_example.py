@@ -15,7 +15,8 @@ import yaml
 from aws_cdk import App
 
 from eks_inference.catalog import Accelerator
-from eks_inference.node_bootstrap import TOPOLOGY_POLICIES
+from eks_inference.numa import pool_policy
+from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.stacks import build_app
 from tests.charts.helpers import crd_validator, schema_errors
@@ -58,7 +59,7 @@ KUBELET_VALUES = {
 }
 
 
-def _assert_bootstrapped(config: dict[str, Any], accelerator: Accelerator) -> None:
+def _assert_bootstrapped(config: dict[str, Any], pool: NodePool) -> None:
     """The NodeConfig validates against nodeadm's CRD at the pinned AMI release, and its
     kubelet settings are KubeletConfiguration fields with values the kubelet takes.
 
@@ -71,7 +72,8 @@ def _assert_bootstrapped(config: dict[str, Any], accelerator: Accelerator) -> No
     assert schema_errors(crd_validator(NODE_CONFIG_CRD, "v1alpha1"), structure) == []
     for field, value in kubelet.items():
         assert value in KUBELET_VALUES[field], (field, value)
-    policy = TOPOLOGY_POLICIES[accelerator]
+    policy = pool_policy(pool)
+    assert policy is not None
     assert kubelet == {
         "cpuManagerPolicy": "static",
         "topologyManagerPolicy": policy.policy,
@@ -130,7 +132,7 @@ def test_every_accelerator_pool_is_bootstrapped_for_serving(synth: Synthesized) 
             continue
         user_data = data["UserData"]["Fn::Base64"]
         config = _node_config(user_data)
-        _assert_bootstrapped(config, accelerated[pool].accelerator)
+        _assert_bootstrapped(config, accelerated[pool])
         assert config["spec"]["instance"]["localStorage"] == {"strategy": "RAID0"}
         seen.add(pool)
     for node_class in (
@@ -141,9 +143,7 @@ def test_every_accelerator_pool_is_bootstrapped_for_serving(synth: Synthesized) 
         if name not in accelerated:
             assert "userData" not in node_class["spec"], name
             continue
-        _assert_bootstrapped(
-            _node_config(node_class["spec"]["userData"]), accelerated[name].accelerator
-        )
+        _assert_bootstrapped(_node_config(node_class["spec"]["userData"]), accelerated[name])
         assert node_class["spec"]["instanceStorePolicy"] == "RAID0"
         seen.add(name)
     assert seen == set(accelerated)
