@@ -172,3 +172,9 @@ def test_an_imported_file_system_needs_its_three_names() -> None:
         "file_system_id": "fs-0123456789abcdef0"
     }
     assert "dns_name and mount_name" in _errors(data)["deployments.3.weights.fsx.file_system_id"]
+
+
+def test_manifests_of_a_created_file_system_are_refused(tmp_path: Path) -> None:
+    """Its id exists only once deployed: writing its manifests is bad input, naming the fix."""
+    completed = run_cli("manifests", "--platform", EXAMPLE, "--out", tmp_path / "out", cwd=tmp_path)
+    assert_bad_input(completed, "llama3-8b-fsx", "weights.fsx.file_system_id")
