@@ -3,6 +3,12 @@
 Pure arithmetic on a validated spec, so that the charts (startup probes, rollout deadlines, the
 Ray Service's initializing timeout), the autoscaler's scale-in window, the alert on a replica
 stuck loading and the CLI's plan all read the same budget without loading cdk8s.
+
+A budget is what may pass before something is declared stuck, not what is expected: it is the
+larger of a pessimistic allowance (below) and :data:`ESTIMATE_MARGIN` times the cold-start
+estimate of the deployment's loader (:func:`eks_inference.cold_start.cold_start`), so the
+estimate ``plan`` prints always fits well inside what the probes, do-not-disrupt durations
+and alerts allow.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import math
 
 from eks_inference import sizing
+from eks_inference.cold_start import cold_start
 from eks_inference.spec.deployment import ModelDeploymentSpec
 
 # Model load budget: what a model server may take from container start to a healthy engine.
@@ -26,6 +33,9 @@ _COMPILE_MIN_SECONDS = 1800
 # Before a model can load at all, a node may have to be launched from zero (3-5 minutes) and
 # a 10-20 GiB inference image pulled onto it (5-10 minutes).
 NODE_AND_IMAGE_SECONDS = 900
+# The estimate's figures are medians of one published run each; a busy S3 prefix, a cold page
+# cache or a contended network can triple a phase, so the budget is at least three estimates.
+ESTIMATE_MARGIN = 3
 
 
 def weights_gib(spec: ModelDeploymentSpec) -> float:
@@ -59,9 +69,18 @@ def model_load_seconds(spec: ModelDeploymentSpec) -> int:
     seconds = base + gib * _LOAD_SECONDS_PER_WEIGHT_GIB
     if compiles_at_startup(spec):
         seconds += _compile_budget(spec)
-    return math.ceil(seconds)
+    estimate = cold_start(spec)
+    expected = estimate.seconds("weights") + estimate.seconds("engine")
+    return math.ceil(max(seconds, ESTIMATE_MARGIN * expected))
+
+
+def image_seconds(spec: ModelDeploymentSpec) -> int:
+    """Seconds budgeted for launching a node and pulling the images before the server starts:
+    the serving image's allowance, and the weights image's (``loader: image``) at the margin."""
+    weights_image = cold_start(spec).seconds("weights_image")
+    return NODE_AND_IMAGE_SECONDS + math.ceil(ESTIMATE_MARGIN * weights_image)
 
 
 def rollout_seconds(spec: ModelDeploymentSpec) -> int:
     """Seconds from creating a replica to it serving: node launch, image pull, model load."""
-    return NODE_AND_IMAGE_SECONDS + model_load_seconds(spec)
+    return image_seconds(spec) + model_load_seconds(spec)

@@ -16,6 +16,8 @@ INFERENCE_NAMESPACE = "inference"
 VPC_CIDR = "10.0.0.0/16"
 # Service account of the Mountpoint for S3 CSI driver (EKS add-on), given S3 read by Pod Identity.
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+# The FSx for Lustre CSI driver's controller (its chart's and EKS add-on's default name).
+FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 MOUNTPOINT_NAMESPACE = "kube-system"
 # The custom resource our Ray Serve deployments are; KubeRay's operator chart installs its CRD.
 RAYSERVICE_CRD = "rayservices.ray.io"
@@ -55,6 +57,9 @@ KEDA_NAMESPACE = "keda"
 # node security group by (valued with the cluster's name), and the pod annotation that keeps
 # it from voluntarily disrupting the pod's node (a Go duration, or "true" for always).
 KARPENTER_DISCOVERY_TAG = "karpenter.sh/discovery"
+# The index of a private subnet's zone in the VPC's zones, on the subnets of a VPC the cluster
+# creates when a pool names zones: Karpenter selects a zone-pinned pool's subnets by it.
+ZONE_TAG = "eks-inference/zone"
 KARPENTER_DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 # Karpenter's node role is named by the convention of its documentation, so that the
 # EC2NodeClasses in k8s_manifests/ name the role the CloudFormation template creates.

@@ -309,13 +309,19 @@ def cost_per_million_tokens(price_per_hour: float, tokens_per_second: float) -> 
 
 @dataclass(frozen=True)
 class PodResources:
-    """CPU and memory for one model-server pod, requests equal to limits (Guaranteed QoS)."""
+    """CPU and memory for one model-server pod, requests equal to limits (Guaranteed QoS).
+
+    CPUs are whole, so that the static CPU manager of accelerator nodes gives the pod
+    exclusive cores on the NUMA node of its accelerators (:mod:`eks_inference.node_bootstrap`).
+    """
 
     cpu_millis: int
     memory_mib: int
 
     @property
     def cpu(self) -> str:
+        if self.cpu_millis % 1000 == 0:
+            return str(self.cpu_millis // 1000)
         return f"{self.cpu_millis}m"
 
     @property
@@ -324,11 +330,12 @@ class PodResources:
 
 
 def pod_resources(instance: InstanceType, pods_per_node: int) -> PodResources:
-    """Split a node's capacity, less a system reserve, evenly among its model-server pods."""
+    """Split a node's capacity, less a system reserve, evenly among its model-server pods, in
+    whole CPUs (at least one)."""
     cpu = instance.vcpus * 1000 * (1 - _RESERVED_CPU_FRACTION) - 500
     memory = (instance.memory_gib * (1 - _RESERVED_MEMORY_FRACTION) - _RESERVED_MEMORY_GIB) * 1024
     return PodResources(
-        cpu_millis=int(cpu // pods_per_node // 100 * 100),
+        cpu_millis=max(1000, int(cpu // pods_per_node // 1000 * 1000)),
         memory_mib=int(memory // pods_per_node // 256 * 256),
     )
 

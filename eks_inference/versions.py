@@ -130,6 +130,14 @@ KUBERAY_OPERATOR_IMAGE_TAG = f"v{KUBERAY_OPERATOR_CHART.version}"
 # with 1.33 to 1.35 (unverified here: no AWS API is reachable at build time).
 EKS_POD_IDENTITY_AGENT_ADDON_VERSION = "v1.3.10-eksbuild.3"
 MOUNTPOINT_S3_CSI_ADDON_VERSION = "v2.7.0-eksbuild.1"
+# The FSx for Lustre CSI driver (weights.loader: fsx): driver release v1.9.0 (tag of
+# kubernetes-sigs/aws-fsx-csi-driver, 2026-04-20), whose static provisioning example the
+# PersistentVolumes follow (tests/upstream/); the eksbuild suffix is unverified here, like the
+# add-ons above.
+FSX_CSI_ADDON_VERSION = "v1.9.0-eksbuild.1"
+# Lustre server version of the FSx file systems the stack creates: 2.15, the newer of the two
+# PERSISTENT_2 accepts, whose client the FSx CSI driver's image ships.
+LUSTRE_VERSION = "2.15"
 # The VPC CNI, managed as an add-on so that its role comes through Pod Identity rather than
 # the node role (unverified here, like the two above).
 VPC_CNI_ADDON_VERSION = "v1.21.1-eksbuild.1"

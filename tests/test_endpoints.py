@@ -348,7 +348,15 @@ def test_idle_timeout_grows_with_the_context() -> None:
 def test_a_deployment_beyond_the_albs_idle_timeout_fails_naming_max_model_len() -> None:
     # Llama 3.1 70B with its full 128k context on eight L40S: one sequence takes about an hour.
     data = reference()
-    data["node_pools"].append({"name": "g6e-48", "instance_types": ["g6e.48xlarge"], "max_size": 2})
+    # TP 8 spans both NUMA nodes of a g6e.48xlarge: its pool lets replicas span them.
+    data["node_pools"].append(
+        {
+            "name": "g6e-48",
+            "instance_types": ["g6e.48xlarge"],
+            "max_size": 2,
+            "topology_manager_policy": "restricted",
+        }
+    )
     data["deployments"].append(
         {
             "name": "llama-70b-long",

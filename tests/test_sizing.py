@@ -71,5 +71,5 @@ def test_pod_resources_leave_a_system_reserve() -> None:
     pod = sizing.pod_resources(node, 3)
     assert 3 * pod.cpu_millis < node.vcpus * 1000
     assert 3 * pod.memory_mib < node.memory_gib * 1024
-    assert pod.cpu.endswith("m")
+    assert pod.cpu == str(pod.cpu_millis // 1000)  # whole CPUs, pinned by the static CPU manager
     assert pod.memory.endswith("Mi")

@@ -33,6 +33,20 @@ class MountedPrefix:
 
 
 @dataclass(frozen=True)
+class LustreVolumeNeed:
+    """An FSx for Lustre volume: its file system must exist and the FSx CSI driver run.
+
+    ``volume_name`` is the cluster-scoped PersistentVolume, ``claim_name`` the claim pods
+    mount, ``file_system_id`` the file system (its id, or a token of the one the stack
+    creates).
+    """
+
+    volume_name: str
+    claim_name: str
+    file_system_id: str
+
+
+@dataclass(frozen=True)
 class ServiceAccountNeed:
     """A service account whose pods call AWS with their own identity (Pod Identity).
 
@@ -105,6 +119,7 @@ class PlatformNeeds:
       of (``rayservices.ray.io``); whatever installs them must be applied first.
     - ``service_accounts``: identities its pods need (see :class:`ServiceAccountNeed`).
     - ``mounted_prefixes``: Mountpoint volumes it defines (see :class:`MountedPrefix`).
+    - ``lustre_volumes``: FSx for Lustre volumes it defines (see :class:`LustreVolumeNeed`).
     - ``secrets``: Secrets its pods read, made by the platform (see :class:`SecretNeed`).
     - ``ingress_classes``: IngressClasses its Ingresses name; the controller behind each must
       run before they are applied and outlive them (it deletes the load balancer).
@@ -116,6 +131,7 @@ class PlatformNeeds:
     custom_resources: tuple[str, ...] = ()
     service_accounts: tuple[ServiceAccountNeed, ...] = ()
     mounted_prefixes: tuple[MountedPrefix, ...] = ()
+    lustre_volumes: tuple[LustreVolumeNeed, ...] = ()
     secrets: tuple[SecretNeed, ...] = ()
     ingress_classes: tuple[str, ...] = ()
     pods: tuple[PodNeed, ...] = ()
@@ -127,6 +143,7 @@ class PlatformNeeds:
             custom_resources=_unique((*self.custom_resources, *other.custom_resources)),
             service_accounts=_unique((*self.service_accounts, *other.service_accounts)),
             mounted_prefixes=_unique((*self.mounted_prefixes, *other.mounted_prefixes)),
+            lustre_volumes=_unique((*self.lustre_volumes, *other.lustre_volumes)),
             secrets=_unique((*self.secrets, *other.secrets)),
             ingress_classes=_unique((*self.ingress_classes, *other.ingress_classes)),
             pods=_unique((*self.pods, *other.pods)),

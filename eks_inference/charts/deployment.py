@@ -22,21 +22,19 @@ from eks_inference.charts.common import (
     WEIGHTS_ROLE,
     RenderContext,
     artifact_key_digest,
+    chart_id,
 )
 from eks_inference.charts.compile_job import CompileJobChart
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.endpoint import EndpointChart
 from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.loading import loader_of
+from eks_inference.charts.lustre import LustreVolume, LustreVolumeChart
 from eks_inference.charts.monitoring import MonitoringChart
-from eks_inference.charts.mountpoint import (
-    MountpointVolumeChart,
-    cache_size_gib,
-    deployment_volume,
-)
+from eks_inference.charts.mountpoint import MountpointVolumeChart, deployment_volume
 from eks_inference.charts.network_policy import NetworkPolicyChart
-from eks_inference.load_budget import weights_gib
 from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.loader_rules import mountpoint_cache_gib
 from eks_inference.spec.platform import Placement
 from eks_inference.spec.routes import Route
 
@@ -50,9 +48,9 @@ _ARTIFACTS_METADATA_TTL = "60"
 class RenderedDeployment:
     """The serving charts of one deployment, and what they were rendered from.
 
-    ``weights`` is ``None`` when the loader reads the weights without a volume, ``artifacts``
-    when the deployment has no compiled Neuron artifacts. :attr:`charts` lists them in apply
-    order.
+    ``weights`` is the volume of the weights (Mountpoint or FSx for Lustre), ``None`` when
+    the loader reads the weights without one; ``artifacts`` is ``None`` when the deployment
+    has no compiled Neuron artifacts. :attr:`charts` lists them in apply order.
     """
 
     spec: ModelDeploymentSpec
@@ -60,13 +58,13 @@ class RenderedDeployment:
     context: RenderContext
     route: Route | None
     policies: NetworkPolicyChart
-    weights: MountpointVolumeChart | None
+    weights: MountpointVolumeChart | LustreVolumeChart | None
     artifacts: MountpointVolumeChart | None
     server: DeploymentChart
 
     @property
-    def volumes(self) -> list[MountpointVolumeChart]:
-        """The Mountpoint volume charts, weights first."""
+    def volumes(self) -> list[MountpointVolumeChart | LustreVolumeChart]:
+        """The volume charts, weights first."""
         return [chart for chart in (self.weights, self.artifacts) if chart is not None]
 
     @property
@@ -86,8 +84,10 @@ def deployment_charts(
 
     - ``<name>-network-policy``: the NetworkPolicies allowing the deployment's flows
       (:class:`NetworkPolicyChart`) in the namespace that denies all others.
-    - ``<name>-model-weights``: the Mountpoint volume of the weights prefix, when the loader
-      mounts one (:func:`~eks_inference.charts.loading.loader_of`).
+    - ``<name>-model-weights``: the volume of the weights, when the loader mounts one
+      (:func:`~eks_inference.charts.loading.loader_of`): the Mountpoint volume of the
+      prefix, or the FSx for Lustre volume of the deployment's file system (from
+      ``context.file_systems``).
     - ``<name>-neuron-artifacts``: on Inferentia2 with a compiled-artifacts prefix, the
       Mountpoint volume of exactly the deployment's artifact key.
     - ``<name>-<component>``: the model server, as its engine renders it
@@ -102,7 +102,7 @@ def deployment_charts(
     Ingress.
     """
     engine = serving_engine(spec)
-    cache_gib = cache_size_gib(weights_gib(spec))
+    cache_gib = mountpoint_cache_gib(spec)
     uid, gid = engine.volume_owner or (None, None)
     policies = NetworkPolicyChart(app, spec, context)
 
@@ -123,11 +123,13 @@ def deployment_charts(
         )
         return MountpointVolumeChart(app, spec, role, volume)
 
-    weights = (
-        volume_chart(WEIGHTS_ROLE, spec.weights.prefix, "indefinite")
-        if loader_of(spec).mounted
-        else None
-    )
+    kind = loader_of(spec).volume_kind
+    weights: MountpointVolumeChart | LustreVolumeChart | None = None
+    if kind == "mountpoint":
+        weights = volume_chart(WEIGHTS_ROLE, spec.weights.prefix, "indefinite")
+    elif kind == "lustre":
+        lustre = LustreVolume(chart_id(spec.name, WEIGHTS_ROLE), context.file_system(spec.name))
+        weights = LustreVolumeChart(app, spec, WEIGHTS_ROLE, lustre)
     # Exactly the deployment's key: the Mountpoint driver reads no other artifact set, and a
     # new key (a change of shape) is a new volume the pods roll onto.
     artifacts = (
@@ -175,14 +177,15 @@ def compile_job_charts(app: cdk8s.App, rendered: RenderedDeployment) -> list[Dep
         if spec.neuron_options.run_compile_job:
             charts += compile_job_charts(app, rendered)
     """
-    if rendered.weights is None or rendered.artifacts is None:
+    weights = rendered.weights
+    if not isinstance(weights, MountpointVolumeChart) or rendered.artifacts is None:
         return []
     chart = CompileJobChart(
         app,
         rendered.spec,
         rendered.placement,
         rendered.context,
-        weights=rendered.weights.volume,
+        weights=weights.volume,
         artifacts=rendered.artifacts.volume,
     )
     chart.add_dependency(rendered.policies, *rendered.volumes)

@@ -11,6 +11,10 @@ encrypted gp3 root volume and IMDSv2 hop limit, and count against a limit derive
 * **AMI**: the ``al2023@<release>`` alias pinned in :mod:`eks_inference.versions`; it
   resolves the standard, NVIDIA or Neuron variant of that release by instance type, so GPU
   and Inferentia2 nodes get their drivers; never ``@latest``.
+* **Node bootstrap** (:mod:`eks_inference.node_bootstrap`): ``instanceStorePolicy: RAID0``
+  where the instance has an NVMe instance store, and on accelerator pools a NodeConfig in
+  ``userData`` setting the kubelet's static CPU manager and topology manager (the
+  EC2NodeClass's own ``kubelet`` block has no such fields); Karpenter merges it with its own.
 * **Capacity types** from the pool: ``capacity_type`` and its fallbacks (on-demand, spot,
   reserved with the pool's Capacity Reservations).
 * **Disruption**: accelerator pools consolidate only empty nodes (``WhenEmpty``), and only
@@ -50,7 +54,18 @@ from eks_inference.charts.scheduling import (
     managed_offer,
 )
 from eks_inference.load_budget import NODE_AND_IMAGE_SECONDS, model_load_seconds, rollout_seconds
-from eks_inference.names import KARPENTER_DISCOVERY_TAG, NODE_POOL_LABEL, karpenter_node_role_name
+from eks_inference.names import (
+    KARPENTER_DISCOVERY_TAG,
+    NODE_POOL_LABEL,
+    ZONE_TAG,
+    karpenter_node_role_name,
+)
+from eks_inference.node_bootstrap import (
+    LOCAL_STORAGE_STRATEGY,
+    formats_instance_store,
+    node_config,
+    node_config_yaml,
+)
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.node_pools import (
     IMDS_HOP_LIMIT,
@@ -122,12 +137,20 @@ def _duration(seconds: int) -> str:
     return f"{seconds // 60}m" if seconds % 60 == 0 else f"{seconds}s"
 
 
+def _subnet_terms(cluster_name: str, pool: NodePool) -> list[dict[str, Any]]:
+    """The cluster's private subnets, or those of the pool's zones (by their zone tag)."""
+    discovery = {KARPENTER_DISCOVERY_TAG: cluster_name}
+    if not pool.zones:
+        return [{"tags": discovery}]
+    return [{"tags": {**discovery, ZONE_TAG: str(zone)}} for zone in pool.zones]
+
+
 def node_class(cluster_name: str, pool: NodePool) -> dict[str, Any]:
     """The EC2NodeClass of ``pool``: AMI, node role, subnets, security group, disk, IMDS."""
     spec: dict[str, Any] = {
         "role": karpenter_node_role_name(cluster_name),
         "amiSelectorTerms": [{"alias": ami_alias()}],
-        "subnetSelectorTerms": [{"tags": {KARPENTER_DISCOVERY_TAG: cluster_name}}],
+        "subnetSelectorTerms": _subnet_terms(cluster_name, pool),
         "securityGroupSelectorTerms": [{"tags": {KARPENTER_DISCOVERY_TAG: cluster_name}}],
         "metadataOptions": {
             "httpEndpoint": "enabled",
@@ -149,6 +172,11 @@ def node_class(cluster_name: str, pool: NodePool) -> dict[str, Any]:
         ],
         "tags": {NODE_POOL_LABEL: pool.name},
     }
+    if formats_instance_store(pool):
+        spec["instanceStorePolicy"] = LOCAL_STORAGE_STRATEGY
+    kubelet = node_config(pool, local_storage=False)
+    if kubelet is not None:
+        spec["userData"] = node_config_yaml(kubelet)
     if pool.capacity_reservation_ids:
         spec["capacityReservationSelectorTerms"] = [
             {"id": reservation} for reservation in pool.capacity_reservation_ids

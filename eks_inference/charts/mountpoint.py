@@ -8,7 +8,6 @@ that volume is what pods mount. :class:`MountpointVolume` is the reusable pair f
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,24 +25,19 @@ from eks_inference.charts.common import (
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.spec.loader_rules import ebs_cache_gib
 
 CSI_DRIVER = "s3.csi.aws.com"
 # Mountpoint ignores capacity, but the API requires one and a claim binds only to a volume at
 # least as large as its request; the same value is used on both sides.
 _NOMINAL_CAPACITY = "1Ti"
-# The local read cache is an emptyDir of the Mountpoint pod, on the node's root volume (200
-# GiB on accelerator pools by default, shared with the images). It is sized to hold the whole
-# object set (weights plus 10%), so that pods sharing a node (three Ray workers on one
-# inf2.48xlarge) and restarted pods read from local disk instead of S3, but never more than
-# 64 GiB: above that a model is read once per node and the cache would only crowd the disk.
-_CACHE_HEADROOM = 1.1
-_CACHE_MIN_GIB = 4
-_CACHE_MAX_GIB = 64
 
 
 def cache_size_gib(object_set_gib: float) -> int:
-    """Local cache size for a volume whose objects total ``object_set_gib``."""
-    return max(_CACHE_MIN_GIB, min(_CACHE_MAX_GIB, math.ceil(object_set_gib * _CACHE_HEADROOM)))
+    """Local cache size on a root volume for a volume whose objects total ``object_set_gib``
+    (:func:`~eks_inference.spec.loader_rules.ebs_cache_gib`; on NVMe see
+    :func:`~eks_inference.spec.loader_rules.mountpoint_cache_gib`)."""
+    return ebs_cache_gib(object_set_gib)
 
 
 @dataclass(frozen=True)

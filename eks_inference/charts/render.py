@@ -42,6 +42,7 @@ import cdk8s
 
 from eks_inference.charts.chart import ObjectsChart
 from eks_inference.charts.common import (
+    LustreMount,
     RenderContext,
     dump_yaml,
 )
@@ -59,6 +60,8 @@ from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.charts.output_dir import replace_owned_files
 from eks_inference.charts.scheduling import check_schedulable
 from eks_inference.charts.traffic_split import TrafficSplitChart
+from eks_inference.load_budget import weights_gib
+from eks_inference.spec.loading import lustre_capacity_gib
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.spec.routes import api_key_secret_name
 
@@ -84,6 +87,9 @@ def default_context(platform: PlatformSpec) -> RenderContext:
 
     The Neuron Ray image is a container asset the CDK app builds; its URI in the platform's
     account and region comes from :func:`eks_inference.serve.image.asset_image_uri`.
+    Imported FSx for Lustre file systems are named in the spec; one the stack creates is
+    known only once deployed, so rendering its deployment outside CDK fails
+    (:class:`~eks_inference.charts.common.MissingFileSystemError`).
     """
     from eks_inference.serve.image import asset_image_uri
 
@@ -91,7 +97,25 @@ def default_context(platform: PlatformSpec) -> RenderContext:
         bucket_name=platform.model_bucket_name,
         region=platform.region,
         neuron_ray_image=asset_image_uri(platform.account_id, platform.region),
+        file_systems=imported_file_systems(platform),
     )
+
+
+def imported_file_systems(platform: PlatformSpec) -> tuple[tuple[str, LustreMount], ...]:
+    """The FSx for Lustre file systems the deployments of ``platform`` import, by name."""
+    found = []
+    for spec in platform.deployments:
+        lustre = spec.weights.fsx
+        if lustre is None or lustre.file_system_id is None:
+            continue
+        mount = LustreMount(
+            file_system_id=lustre.file_system_id,
+            dns_name=lustre.dns_name or "",
+            mount_name=lustre.mount_name or "",
+            capacity_gib=lustre_capacity_gib(lustre, weights_gib(spec)),
+        )
+        found.append((spec.name, mount))
+    return tuple(found)
 
 
 def _all_charts(

@@ -27,6 +27,7 @@ def write(
     The renderer (cdk8s) is imported here, not at start-up: it loads a JavaScript runtime,
     which the other commands do not need.
     """
+    from eks_inference.charts.common import MissingFileSystemError
     from eks_inference.charts.output_dir import ForeignFilesError, OutputDirError
     from eks_inference.charts.render import write_manifests
 
@@ -41,7 +42,7 @@ def write(
                 "left untouched)"
             )
         ) from None
-    except OutputDirError as error:
+    except (OutputDirError, MissingFileSystemError) as error:
         raise BadInput(printable(str(error))) from None
     except ValidationError as error:
         # Rules checked while rendering: a pod that no node of its pool can run.

@@ -55,6 +55,12 @@ def plan(
         Path | None,
         typer.Option(help="Write a PNG of cost per 1M tokens against throughput (needs --model)."),
     ] = None,
+    cold_start_plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write a PNG of each deployment's cold start per loader (the platform file)."
+        ),
+    ] = None,
     spot_price: Annotated[
         list[str] | None,
         typer.Option(
@@ -74,6 +80,8 @@ def plan(
         inputs.require_positive(option, value)
     if json_output and markdown:
         raise BadInput("choose one of --json and --markdown")
+    if cold_start_plot is not None and model is not None:
+        raise BadInput("--cold-start-plot plans the platform file's deployments; drop --model")
     if output is not None and not (json_output or markdown):
         raise BadInput("--output writes Markdown or JSON; add --markdown or --json")
 
@@ -94,6 +102,8 @@ def plan(
         platform_plan = planning.plan_platform(
             inputs.load_platform(platform), planning.parse_spot_prices(spot_price or [])
         )
+        if cold_start_plot is not None:
+            _plot_cold_starts(platform_plan, platform, cold_start_plot)
         if json_output:
             emit(json.dumps(platform_plan.as_json(), indent=2), output)
         elif markdown:
@@ -103,6 +113,7 @@ def plan(
             for table in plan_render.platform_tables(platform_plan):
                 out.print(table)
             out.print(plan_cells.BOUND_NOTE, soft_wrap=True)
+            out.print(plan_cells.COLD_START_NOTE, soft_wrap=True)
         return
 
     if markdown:
@@ -165,6 +176,20 @@ def plan(
         if does_not_fit is not None:
             # The table (or JSON) shows by how much; a script must not take it for a plan.
             raise CommandFailed(does_not_fit)
+
+
+def _plot_cold_starts(plan: planning.PlatformPlan, platform: Path, path: Path) -> None:
+    from eks_inference.cli import cold_start_plot
+    from eks_inference.cli.plot import save_png
+
+    figure = cold_start_plot.cold_start_figure(
+        plan.deployments, title=f"{platform.name}: cold start per loader"
+    )
+    try:
+        save_png(figure, path)
+    except OSError as error:
+        raise CommandFailed(f"cannot write {path}: {error.strerror or error}") from None
+    typer.echo(f"wrote {path} ({len(plan.deployments)} deployments)", err=True)
 
 
 def _listed(options: Sequence[str]) -> str:

@@ -76,6 +76,12 @@ DEPLOYMENT_HEADERS = (
 )
 POOL_HEADERS = ("pool", "instance", "capacity", "nodes", "$/h node", "$/h min", "$/h max")
 NUMERIC = {
+    "node s",
+    "image s",
+    "weights image s",
+    "weights s",
+    "engine s",
+    "total s",
     "TP",
     "replicas/node",
     "nodes",
@@ -120,3 +126,55 @@ KV_TIER_HEADERS = ("deployment", "tier", "GiB", "tokens of KV")
 def kv_tier_rows(d: DeploymentPlan) -> list[list[str]]:
     """One row per KV tier of a replica: its size and the tokens of KV it holds."""
     return [[d.name, t.tier, f"{t.gib:.1f}", f"{t.tokens:,}"] for t in d.kv_tiers]
+
+
+COLD_START_PHASES = ("node", "image", "weights_image", "weights", "engine")
+COLD_START_HEADERS = (
+    "deployment",
+    "loader",
+    "node s",
+    "image s",
+    "weights image s",
+    "weights s",
+    "engine s",
+    "total s",
+    "",
+)
+COLD_START_NOTE = (
+    "Cold start of one replica on a new node, per loader its engine supports on its "
+    "instance: catalog figures anchored on the EKS best practices guide (Run:ai streamer "
+    "10.4 GB in 5.0 s on g6e.4xlarge, an 8.8 GB image in 48 s, NVMe ~30 GB/s, EBS ~1 GB/s, "
+    "node ready ~30 s) and estimates (eks_inference/catalog/cold_start.py); `plan --json` "
+    "gives each phase's basis and source. The probes, do-not-disrupt durations and alerts "
+    "allow at least three times the weights and engine phases."
+)
+
+
+def cold_start_rows(d: DeploymentPlan) -> list[list[str]]:
+    """One row per supported loader: seconds per phase, the deployment's own loader marked
+    ``in use`` and the documents' choice ``recommended``."""
+    rows = []
+    own = d.cold_start.loader if d.cold_start else None
+    best = d.recommendation.loader if d.recommendation else None
+    for estimate in d.cold_starts:
+        marks = [
+            m
+            for m, on in (
+                ("in use", estimate.loader == own),
+                ("recommended", estimate.loader == best),
+            )
+            if on
+        ]
+        rows.append(
+            [
+                d.name,
+                estimate.loader,
+                *(
+                    f"{estimate.seconds(phase):.0f}" if estimate.seconds(phase) else "-"
+                    for phase in COLD_START_PHASES
+                ),
+                f"{estimate.total_seconds:.0f}",
+                ", ".join(marks),
+            ]
+        )
+    return rows

@@ -11,12 +11,14 @@ from rich.table import Table
 
 from eks_inference.cli.plan_cells import (
     BOUND_NOTE,
+    COLD_START_HEADERS,
     DEPLOYMENT_HEADERS,
     KV_TIER_HEADERS,
     NUMERIC,
     POOL_HEADERS,
     WATCH_HEADERS,
     WATCH_NOTE,
+    cold_start_rows,
     deployment_cells,
     fit,
     kv_tier_rows,
@@ -57,7 +59,12 @@ def platform_tables(plan: PlatformPlan) -> list[Table]:
         for row in watch_rows(d):
             watch.add_row(*row)
         watch.add_section()
-    tables = [deployments, pools, watch]
+    cold = _table("Cold start (new node, seconds)", COLD_START_HEADERS)
+    for d in plan.deployments:
+        for row in cold_start_rows(d):
+            cold.add_row(*row)
+        cold.add_section()
+    tables = [deployments, pools, watch, cold]
     tiered = [d for d in plan.deployments if d.kv_tiers]
     if tiered:
         tiers = _table("KV cache tiers (per replica)", KV_TIER_HEADERS)

@@ -4,6 +4,7 @@ and the model deployments served on them."""
 from eks_inference.constructs.addons import (
     ApiKeys,
     ClusterAutoscaler,
+    FsxCsiDriver,
     InferenceAddons,
     InferenceObservability,
     KarpenterNodeProvisioning,
@@ -17,6 +18,7 @@ from eks_inference.constructs.addons import (
 )
 from eks_inference.constructs.addons.api_keys import ApiKeysOptions
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscalerOptions
+from eks_inference.constructs.addons.fsx_csi import FsxCsiDriverOptions
 from eks_inference.constructs.addons.helm import PinnedHelmChart
 from eks_inference.constructs.addons.karpenter import KarpenterOptions
 from eks_inference.constructs.addons.kserve import KServeOptions
@@ -33,6 +35,7 @@ from eks_inference.constructs.cluster import (
     PodIdentity,
 )
 from eks_inference.constructs.eks_addon import EksAddon
+from eks_inference.constructs.lustre import ModelFileSystem
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.constructs.model_deployment import ModelDeployment, NeuronRayImage
 from eks_inference.constructs.nodegroups import PoolNodegroup, cluster_autoscaler_tags
@@ -43,6 +46,8 @@ __all__ = [
     "ClusterAutoscaler",
     "ClusterAutoscalerOptions",
     "EksAddon",
+    "FsxCsiDriver",
+    "FsxCsiDriverOptions",
     "InferenceAddons",
     "InferenceCluster",
     "InferenceObservability",
@@ -56,6 +61,7 @@ __all__ = [
     "LoadBalancerControllerOptions",
     "ModelBucket",
     "ModelDeployment",
+    "ModelFileSystem",
     "MountpointS3Csi",
     "MountpointS3CsiOptions",
     "NeuronDevicePlugin",

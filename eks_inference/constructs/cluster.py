@@ -300,7 +300,7 @@ class InferenceCluster(Construct):
                 cluster_name=cluster_name,
                 pool=pool,
                 node_role=self.node_role,
-                subnets=private_subnets,
+                subnets=ec2.SubnetSelection(subnets=self.zone_subnets(pool)),
             )
 
         # The same chart renders the namespace into k8s_manifests/, so both agree.
@@ -384,6 +384,18 @@ class InferenceCluster(Construct):
         raise KeyError(
             f"no node pool {name!r}; pools: {', '.join(p.name for p in self.node_pools)}"
         )
+
+    def zone_subnets(self, pool: NodePool) -> list[ec2.ISubnet]:
+        """The private subnets of ``pool``'s zones, by index in the VPC's zones (every one
+        when the pool names none)."""
+        subnets = list(self.vpc.private_subnets)
+        beyond = [z for z in pool.zones if z >= len(subnets)]
+        if beyond:
+            raise ValueError(
+                f"node pool {pool.name!r}: zones {beyond} are beyond the VPC's {len(subnets)} "
+                f"zones; use indexes 0 to {len(subnets) - 1}"
+            )
+        return [subnets[z] for z in pool.zones] if pool.zones else subnets
 
     def nodegroup(self, name: str) -> eks.Nodegroup:
         """The managed node group of the pool called ``name`` (with Karpenter, the system

@@ -30,8 +30,10 @@ from eks_inference.charts.deployment import (
     observability_charts,
 )
 from eks_inference.charts.engines.base import serving_engine
+from eks_inference.charts.loading import loader_of
 from eks_inference.constructs.addons import InferenceObservability, PlatformAddons, require
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
+from eks_inference.constructs.lustre import ModelFileSystem
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.serve.image import (
     NEURON_RAY_IMAGE_CONTEXT,
@@ -133,6 +135,10 @@ class ModelDeployment(Construct):
       the Job is applied here, since ``k8s_manifests/`` holds the Job for running by hand.
       Deployments that compile the same graph share a key, and each one's compile role can
       write it;
+    * for ``loader: fsx``, its FSx for Lustre file system (:attr:`file_system`,
+      :class:`~eks_inference.constructs.lustre.ModelFileSystem`: created in the pool's zone
+      and linked to the weights prefix, or imported); the volume is applied after it and the
+      platform's FSx CSI driver;
     * read access for the cluster's Mountpoint driver to exactly the prefixes the volumes
       mount (:attr:`mountpoint_prefixes`). The driver's role lives with the add-ons; the
       serving pods of a Mountpoint deployment get no AWS credentials at all;
@@ -213,6 +219,17 @@ class ModelDeployment(Construct):
             if serving_engine(spec).needs_neuron_ray_image(spec)
             else None
         )
+        self.file_system: ModelFileSystem | None = None
+        if loader_of(spec).volume_kind == "lustre":
+            self.file_system = ModelFileSystem(
+                self,
+                "FileSystem",
+                cluster=cluster,
+                bucket=bucket,
+                spec=spec,
+                placement=placement,
+                region=self.region,
+            )
         context = RenderContext(
             bucket_name=bucket.bucket_name,
             region=self.region,
@@ -221,6 +238,9 @@ class ModelDeployment(Construct):
             # that nothing would pull.
             neuron_ray_image=self.neuron_ray_image or "",
             vpc_cidr=cluster.vpc_cidr,
+            file_systems=(
+                ((spec.name, self.file_system.mount),) if self.file_system is not None else ()
+            ),
         )
         app = cdk8s.App()
         rendered = deployment_charts(app, spec, placement, context, route)
@@ -272,6 +292,11 @@ class ModelDeployment(Construct):
                     self.mountpoint_prefixes += (prefix,)
                 # The driver must exist, and be able to read, before a volume is mounted.
                 dependencies += mountpoint.dependencies
+            # require() made sure the platform has the FSx CSI driver for FSx volumes.
+            if needs.lustre_volumes and platform.lustre is not None:
+                dependencies.append(platform.lustre)
+                if self.file_system is not None:
+                    dependencies += self.file_system.dependencies
             dependencies += [platform.crd_installers[crd] for crd in needs.custom_resources]
             for account in needs.service_accounts:
                 identity = identities[account.name]

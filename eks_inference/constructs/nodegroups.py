@@ -19,6 +19,7 @@ from eks_inference.constructs._nag import (
     acknowledge_managed_policies,
     wildcard_resource_finding,
 )
+from eks_inference.node_bootstrap import mime_user_data, node_config
 from eks_inference.spec.node_pools import IMDS_HOP_LIMIT, ROOT_DEVICE, NodePool
 
 CLUSTER_AUTOSCALER_TAG_PREFIX = "k8s.io/cluster-autoscaler"
@@ -71,8 +72,11 @@ class PoolNodegroup(Construct):
 
     Creates an ``eks.Nodegroup`` directly rather than through ``Cluster.add_nodegroup_capacity``
     (which also installs an old bundled Neuron device plugin on inf/trn instance types), with
-    a launch template that gives the nodes an encrypted gp3 root volume sized by the pool and
-    requires IMDSv2 with a hop limit of 1 (:data:`IMDS_HOP_LIMIT`). The pool's Cluster
+    a launch template that gives the nodes an encrypted gp3 root volume sized by the pool,
+    requires IMDSv2 with a hop limit of 1 (:data:`IMDS_HOP_LIMIT`) and, on accelerator pools,
+    carries the NodeConfig of :mod:`eks_inference.node_bootstrap` in its user data (the NVMe
+    instance store striped and mounted for pods, the static CPU manager and the family's
+    topology manager policy; :attr:`node_config`), which EKS merges with its own. The pool's Cluster
     Autoscaler tags are set on the node group and copied onto its Auto Scaling group, which
     EKS creates without them and which is where the autoscaler reads them.
     """
@@ -90,9 +94,16 @@ class PoolNodegroup(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.pool = pool
+        self.node_config = node_config(pool)
+        user_data = (
+            ec2.UserData.custom(mime_user_data(self.node_config))
+            if self.node_config is not None
+            else None
+        )
         self.launch_template = ec2.LaunchTemplate(
             self,
             "LaunchTemplate",
+            user_data=user_data,
             require_imdsv2=True,
             http_put_response_hop_limit=IMDS_HOP_LIMIT,
             block_devices=[

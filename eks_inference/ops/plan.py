@@ -15,6 +15,13 @@ from typing import Any, Literal
 from eks_inference import sizing
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType, ModelArchitecture
 from eks_inference.catalog.spot_prices import SCARCE_SPOT_FAMILIES, SPOT_PRICES
+from eks_inference.cold_start import (
+    ColdStart,
+    Recommendation,
+    cold_start,
+    cold_starts,
+    recommended_loader,
+)
 from eks_inference.observability.signals import Watch, signals_of
 from eks_inference.ops.errors import BadInput
 from eks_inference.spec.deployment import Limits, ModelDeploymentSpec
@@ -236,6 +243,11 @@ class DeploymentPlan:
     watch: tuple[Watch, ...] = ()
     # Per replica, with kv_cache: the KV cache's tiers and the tokens each holds.
     kv_tiers: tuple[KvTier, ...] = ()
+    # How long a replica takes from a new node to serving with its loader, with every loader
+    # its engine supports there, and the loader the design documents' rule recommends.
+    cold_start: ColdStart | None = None
+    cold_starts: tuple[ColdStart, ...] = ()
+    recommendation: Recommendation | None = None
 
     @property
     def price_per_hour_min(self) -> float:
@@ -259,6 +271,9 @@ class DeploymentPlan:
             **self.configuration.as_json(),
             "watch": [asdict(w) for w in self.watch],
             "kv_tiers": [asdict(t) for t in self.kv_tiers],
+            "cold_start": self.cold_start.as_json() if self.cold_start else None,
+            "cold_start_by_loader": [c.as_json() for c in self.cold_starts],
+            "recommended_loader": asdict(self.recommendation) if self.recommendation else None,
         }
 
 
@@ -419,6 +434,9 @@ def plan_deployment(spec: ModelDeploymentSpec, price: NodePrice | None = None) -
         nodes_max=sizing.nodes_needed(spec.scaling.max_replicas, per_node),
         watch=signals_of(spec).watch_list(),
         kv_tiers=kv_tiers(spec),
+        cold_start=cold_start(spec),
+        cold_starts=cold_starts(spec),
+        recommendation=recommended_loader(spec),
     )
 
 

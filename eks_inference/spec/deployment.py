@@ -51,6 +51,7 @@ from eks_inference.spec.kv_serving import (
     check_disaggregation_engine,
     check_kv_cache,
 )
+from eks_inference.spec.loader_rules import image_size_problem, mountpoint_cache_problem
 from eks_inference.spec.loading import Weights
 from eks_inference.spec.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
 from eks_inference.spec.serverless import Serverless
@@ -556,6 +557,8 @@ _RULES = (
     _rule("weights.loader engine instance_type", supported_loader_problem),
     _rule("engine scaling.min_replicas", scale_to_zero_problem),
     _rule("engine scaling.serverless", serverless_settings_problem),
+    _rule("weights.loader model", image_size_problem),
+    _rule("weights.cache_gib instance_type", mountpoint_cache_problem),
     _rule("instance_type limits.gpu_memory_utilization", _check_gpu_only_limits),
     _rule("instance_type neuron", _check_neuron_only_on_inf2),
     _rule(

@@ -22,6 +22,7 @@ from eks_inference.names import (
     NODE_POOL_LABEL,
     NVIDIA_GPU_RESOURCE,
 )
+from eks_inference.numa import TopologyManagerPolicy
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -47,6 +48,9 @@ IMDS_HOP_LIMIT = 1
 CAPACITY_PREFERENCE: tuple[CapacityType, ...] = ("RESERVED", "SPOT", "ON_DEMAND")
 # An EC2 On-Demand Capacity Reservation id, as Karpenter's EC2NodeClass accepts it.
 _CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
+# Zones are named by their index in the VPC's zones (the cluster's VPC spans three by default;
+# a VPC of CloudFormation's choosing has no zone names at synth).
+MAX_ZONES = 16
 
 
 class Taint(BaseModel):
@@ -121,6 +125,17 @@ class NodePool(BaseModel):
         max_length=30,
         description="The Capacity Reservations (cr-...) a RESERVED pool launches into.",
     )
+    zones: tuple[int, ...] = Field(
+        default=(),
+        max_length=MAX_ZONES,
+        description="Indexes of the VPC's Availability Zones (0: its first) the pool's nodes "
+        "run in; empty: every zone. A pool serving from FSx for Lustre runs in one zone.",
+    )
+    topology_manager_policy: TopologyManagerPolicy | None = Field(
+        default=None,
+        description="Accelerator pools: the kubelet topology manager policy of its nodes; "
+        "default: its family's (single-numa-node on g6e, restricted on inf2).",
+    )
     disk_size_gib: int | None = Field(
         default=None,
         ge=1,
@@ -148,6 +163,10 @@ class NodePool(BaseModel):
                     "an accelerator pool holds exactly one instance type (so the autoscaler "
                     "knows a new node's cores); define one pool per accelerator instance type"
                 )
+            if kinds == {Accelerator.NONE} and self.topology_manager_policy is not None:
+                problems.append(
+                    "topology_manager_policy applies to accelerator pools only; remove it"
+                )
             if (
                 kinds != {Accelerator.NONE}
                 and self.disk_size_gib is not None
@@ -159,6 +178,12 @@ class NodePool(BaseModel):
                 )
         if self.min_size > self.max_size:
             problems.append(f"min_size ({self.min_size}) exceeds max_size ({self.max_size})")
+        if len(set(self.zones)) != len(self.zones) or any(
+            not 0 <= z < MAX_ZONES for z in self.zones
+        ):
+            problems.append(
+                f"zones {list(self.zones)} must be distinct zone indexes from 0 to {MAX_ZONES - 1}"
+            )
         problems += _capacity_problems(self)
         if problems:
             raise ValueError("; ".join(problems))

@@ -25,10 +25,12 @@ from eks_inference import sizing, versions
 from eks_inference.aws_types import AccountId, BucketName, Region
 from eks_inference.catalog import Accelerator
 from eks_inference.names import MAX_ROLE_NAME_LENGTH, karpenter_node_role_name
+from eks_inference.numa import numa_problems
 from eks_inference.spec import cloudformation_limits
 from eks_inference.spec import files as spec_file
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.endpoints import Endpoint
+from eks_inference.spec.loader_rules import lustre_zone_problems
 from eks_inference.spec.node_pools import NodePool, managed_node_group_problems, system_pool_of
 from eks_inference.spec.provisioning import NodeProvisioning
 from eks_inference.spec.routes import (
@@ -263,6 +265,22 @@ def _check_compile_disk(
             )
 
 
+def _check_lustre_zones(platform: PlatformSpec, problems: Problems) -> None:
+    """Deployments reading FSx for Lustre run in the one zone of their file system."""
+    for deployment in platform.deployments:
+        for j, pool in enumerate(platform.node_pools):
+            if deployment.instance_type in pool.instance_types:
+                lustre_zone_problems(deployment, pool, j, problems)
+
+
+def _check_numa(platform: PlatformSpec, problems: Problems) -> None:
+    """Replicas sit on one NUMA node where their pool's topology policy demands it."""
+    for i, deployment in enumerate(platform.deployments):
+        for j, pool in enumerate(platform.node_pools):
+            if deployment.instance_type in pool.instance_types:
+                numa_problems(deployment, i, pool, j, problems)
+
+
 def _check_node_provisioning(platform: PlatformSpec, problems: Problems) -> None:
     """Managed node groups take what they can; Karpenter needs a running system node."""
     provisioning = platform.node_provisioning
@@ -373,6 +391,8 @@ def _check_unique(problems: Problems, names: list[str]) -> None:
 _RULES = (
     Rule(frozenset({"node_pools", "deployments"}), _check_placement),
     Rule(frozenset({"node_pools", "deployments"}), _check_compile_disks),
+    Rule(frozenset({"node_pools", "deployments"}), _check_lustre_zones),
+    Rule(frozenset({"node_pools", "deployments"}), _check_numa),
     Rule(frozenset({"cluster_name", "endpoint", "deployments"}), _check_routes),
     Rule(frozenset({"cluster_name", "node_pools", "node_provisioning"}), _check_node_provisioning),
     Rule(

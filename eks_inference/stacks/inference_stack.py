@@ -15,9 +15,11 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from eks_inference.charts.engines.base import serving_engine
+from eks_inference.charts.loading import loader_of
 from eks_inference.charts.traffic_split import TrafficSplitChart
 from eks_inference.constructs import (
     ApiKeys,
+    FsxCsiDriver,
     InferenceAddons,
     InferenceCluster,
     InferenceObservability,
@@ -186,6 +188,9 @@ class InferenceStack(Stack):
                 platform=self.platform_addons,
                 deployments=platform.deployments,
             )
+        self.fsx_csi: FsxCsiDriver | None = None
+        if any(loader_of(d).volume_kind == "lustre" for d in platform.deployments):
+            self.fsx_csi = FsxCsiDriver(self.cluster, "FsxCsi", platform=self.platform_addons)
         self.observability = InferenceObservability(
             self.cluster, "Observability", platform=self.platform_addons
         )

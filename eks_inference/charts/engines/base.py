@@ -18,7 +18,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from eks_inference.charts.common import OPENAI_PORT
 from eks_inference.charts.contract import PlatformNeeds
@@ -33,6 +33,15 @@ if TYPE_CHECKING:
     from eks_inference.spec.deployment import ModelDeploymentSpec
     from eks_inference.spec.platform import Placement
     from eks_inference.spec.routes import Route
+
+
+class WeightsVolume(Protocol):
+    """The weights volume an engine's pods mount: a Mountpoint or an FSx for Lustre volume,
+    of which the engine reads only the claim (what to mount is the loader's,
+    :meth:`~eks_inference.charts.loading.WeightsLoader.pod`)."""
+
+    @property
+    def claim_name(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -166,14 +175,14 @@ class ServingEngine(Engine):
         placement: Placement,
         context: RenderContext,
         *,
-        weights: MountpointVolume | None,
+        weights: WeightsVolume | None,
         artifacts: MountpointVolume | None,
         route: Route | None,
     ) -> ChartObjects:
         """The objects of the model server of ``spec`` and what they need.
 
-        ``weights`` is the Mountpoint volume of the weights prefix (``None`` when the loader
-        needs none), ``artifacts`` that of the compiled Neuron artifacts, ``route`` where
+        ``weights`` is the volume of the weights (``None`` when the loader needs none),
+        ``artifacts`` the Mountpoint volume of the compiled Neuron artifacts, ``route`` where
         the deployment is exposed on the load balancer (``None``: in-cluster only).
         """
 

@@ -40,6 +40,7 @@ from eks_inference.charts.engines.base import (
     MetricsTarget,
     ReplicaSeries,
     ServingEngine,
+    WeightsVolume,
 )
 from eks_inference.charts.loading import loader_of
 from eks_inference.charts.network_rules import peer, policy, ports, rule
@@ -255,7 +256,7 @@ class KServeEngine(ServingEngine):
         placement: Placement,
         context: RenderContext,
         *,
-        weights: MountpointVolume | None,
+        weights: WeightsVolume | None,
         artifacts: MountpointVolume | None,
         route: Route | None,
     ) -> ChartObjects:

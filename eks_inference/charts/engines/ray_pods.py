@@ -29,6 +29,7 @@ from eks_inference.spec.platform import Placement
 from eks_inference.versions import RAY_HEAD_GPU_IMAGE, RAY_LLM_GPU_IMAGE
 
 if TYPE_CHECKING:
+    from eks_inference.charts.engines.base import WeightsVolume
     from eks_inference.charts.mountpoint import MountpointVolume
 
 # Components of the Ray pods (their `app.kubernetes.io/component` label and container names).
@@ -140,7 +141,7 @@ def worker_pod(
     context: RenderContext,
     app: ServeAppFiles,
     service_account: str,
-    weights: MountpointVolume,
+    weights: WeightsVolume,
     artifacts: MountpointVolume | None,
 ) -> pod.Json:
     worker = pod_resources(spec.instance, spec.replicas_per_node)

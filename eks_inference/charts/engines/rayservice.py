@@ -41,6 +41,7 @@ from eks_inference.charts.engines.base import (
     MetricsTarget,
     ReplicaSeries,
     ServingEngine,
+    WeightsVolume,
 )
 from eks_inference.charts.engines.ray_pods import (
     DASHBOARD_PORT_NAME,
@@ -117,7 +118,7 @@ def _server(
     spec: ModelDeploymentSpec,
     placement: Placement,
     context: RenderContext,
-    weights: MountpointVolume | None,
+    weights: WeightsVolume | None,
     artifacts: MountpointVolume | None,
     route: Route | None,
 ) -> ChartObjects:
@@ -336,7 +337,7 @@ class RayServiceEngine(ServingEngine):
         placement: Placement,
         context: RenderContext,
         *,
-        weights: MountpointVolume | None,
+        weights: WeightsVolume | None,
         artifacts: MountpointVolume | None,
         route: Route | None,
     ) -> ChartObjects:

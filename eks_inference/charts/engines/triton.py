@@ -44,6 +44,7 @@ from eks_inference.charts.engines.base import (
     MetricsTarget,
     ReplicaSeries,
     ServingEngine,
+    WeightsVolume,
 )
 from eks_inference.charts.triton_repository import (
     REPOSITORY_PATH,
@@ -116,7 +117,7 @@ def _server(
     spec: ModelDeploymentSpec,
     placement: Placement,
     context: RenderContext,
-    weights: MountpointVolume | None,
+    weights: WeightsVolume | None,
     route: Route | None,
 ) -> ChartObjects:
     if weights is None:
@@ -276,7 +277,7 @@ def _pod(
     placement: Placement,
     context: RenderContext,
     service_account: str,
-    weights: MountpointVolume,
+    weights: WeightsVolume,
     volume: MountpointVolume | None,
     route: Route | None,
     code: shipped.ShippedCode,
@@ -486,7 +487,7 @@ class TritonEngine(ServingEngine):
         placement: Placement,
         context: RenderContext,
         *,
-        weights: MountpointVolume | None,
+        weights: WeightsVolume | None,
         artifacts: MountpointVolume | None,
         route: Route | None,
     ) -> ChartObjects:

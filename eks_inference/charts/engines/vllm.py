@@ -21,9 +21,7 @@ from eks_inference.charts.common import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
     HEALTH_PATH,
-    MODEL_MOUNT_PATH,
     OPENAI_PORT,
-    WEIGHTS_ROLE,
     RenderContext,
     api_object,
     gates_on_compiled_artifacts,
@@ -42,6 +40,7 @@ from eks_inference.charts.engines.base import (
     MetricsTarget,
     ReplicaSeries,
     ServingEngine,
+    WeightsVolume,
 )
 from eks_inference.charts.loading import loader_of
 from eks_inference.load_budget import model_load_seconds, rollout_seconds
@@ -85,7 +84,7 @@ def _server(
     spec: ModelDeploymentSpec,
     placement: Placement,
     context: RenderContext,
-    weights: MountpointVolume | None,
+    weights: WeightsVolume | None,
     artifacts: MountpointVolume | None,
     route: Route | None,
 ) -> ChartObjects:
@@ -195,7 +194,7 @@ def server_pod(
     placement: Placement,
     context: RenderContext,
     service_account: str,
-    weights: MountpointVolume | None,
+    weights: WeightsVolume | None,
     artifacts: MountpointVolume | None,
     route: Route | None,
     code: shipped.ShippedCode | None,
@@ -220,9 +219,9 @@ def server_pod(
         pod.mount("tmp", vllm_server.TMP_PATH),
         pod.mount("shm", vllm_server.SHM_PATH),
     ]
-    if weights is not None:
-        volumes.append(pod.claim_volume(WEIGHTS_ROLE, weights.claim_name))
-        mounts.append(pod.mount(WEIGHTS_ROLE, MODEL_MOUNT_PATH, read_only=True))
+    loaded = loader_of(spec).pod(spec, weights.claim_name if weights is not None else None)
+    volumes += loaded.volumes
+    mounts += loaded.mounts
     if artifacts is not None:
         volumes.append(pod.claim_volume(ARTIFACTS_ROLE, artifacts.claim_name))
         mounts.append(pod.mount(ARTIFACTS_ROLE, ARTIFACTS_MOUNT_PATH, read_only=True))
@@ -279,15 +278,18 @@ def server_pod(
         "containers": [container],
         "volumes": volumes,
     }
+    init_containers = list(loaded.init_containers)
     if artifacts is not None and gates_on_compiled_artifacts(spec):
-        spec_json["initContainers"] = [
+        init_containers.append(
             pod.artifacts_gate(
                 spec,
                 image=image,
                 bucket_name=context.bucket_name,
                 security=pod.ROOT_IMAGE_SECURITY,
             )
-        ]
+        )
+    if init_containers:
+        spec_json["initContainers"] = init_containers
     return spec_json
 
 
@@ -375,9 +377,11 @@ class VllmEngine(ServingEngine):
         return accelerator is Accelerator.NVIDIA
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
-        # The Run:ai streamer ships with the GPU image only; the Neuron image reads a directory.
+        # The Run:ai streamer ships with the GPU image only; the Neuron image reads a directory
+        # from Mountpoint, which is also what its compile job mounts. On GPUs vLLM reads any
+        # local directory: a copied image (image) or an FSx for Lustre mount (fsx).
         if accelerator is Accelerator.NVIDIA:
-            return frozenset({"mountpoint", "runai_streamer"})
+            return frozenset({"mountpoint", "runai_streamer", "image", "fsx"})
         return frozenset({"mountpoint"})
 
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
@@ -399,7 +403,7 @@ class VllmEngine(ServingEngine):
         placement: Placement,
         context: RenderContext,
         *,
-        weights: MountpointVolume | None,
+        weights: WeightsVolume | None,
         artifacts: MountpointVolume | None,
         route: Route | None,
     ) -> ChartObjects:

@@ -11,6 +11,7 @@ at synth, naming the add-on to add, when nothing provides it.
 * :mod:`~eks_inference.constructs.addons.nvidia`: the NVIDIA device plugin;
 * :mod:`~eks_inference.constructs.addons.kuberay`: the KubeRay operator (RayService CRDs);
 * :mod:`~eks_inference.constructs.addons.mountpoint`: the Mountpoint for S3 CSI driver;
+* :mod:`~eks_inference.constructs.addons.fsx_csi`: the FSx for Lustre CSI driver;
 * :mod:`~eks_inference.constructs.addons.cluster_autoscaler`: the Cluster Autoscaler;
 * :mod:`~eks_inference.constructs.addons.karpenter`: Karpenter and its NodePools;
 * :mod:`~eks_inference.constructs.addons.observability`: Prometheus, Grafana, exporters, KEDA;
@@ -32,6 +33,7 @@ from constructs import Construct
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.constructs.addons.api_keys import ApiKeys
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscaler
+from eks_inference.constructs.addons.fsx_csi import FsxCsiDriver
 from eks_inference.constructs.addons.karpenter import KarpenterNodeProvisioning
 from eks_inference.constructs.addons.kserve import KServe
 from eks_inference.constructs.addons.kuberay import KubeRay
@@ -49,6 +51,7 @@ from eks_inference.constructs.model_bucket import ModelBucket
 PROVIDERS: tuple[type[Provider], ...] = (
     KubeRay,
     MountpointS3Csi,
+    FsxCsiDriver,
     KarpenterNodeProvisioning,
     InferenceObservability,
     LoadBalancerController,
@@ -145,6 +148,11 @@ def require(platform: PlatformAddons, needs: PlatformNeeds, *, deployment: str) 
             f"Mountpoint volumes of {prefixes}, which no add-on of the platform mounts; "
             f"{_advice(Provides(mountpoint=True))}"
         )
+    if needs.lustre_volumes and platform.lustre is None:
+        missing.append(
+            "FSx for Lustre volumes, which no add-on of the platform mounts; "
+            f"{_advice(Provides(lustre=True))}"
+        )
     offered = {offer.pool for offer in platform.node_offers}
     for pool in dict.fromkeys(need.pool for need in needs.pods):
         if pool not in offered:
@@ -173,6 +181,7 @@ __all__ = [
     "PROVIDERS",
     "ApiKeys",
     "ClusterAutoscaler",
+    "FsxCsiDriver",
     "InferenceAddons",
     "InferenceObservability",
     "KServe",

@@ -42,7 +42,7 @@ from eks_inference.constructs.addons.helm import (
 )
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.constructs.cluster import NODE_POLICIES, InferenceCluster
-from eks_inference.names import KARPENTER_DISCOVERY_TAG, karpenter_node_role_name
+from eks_inference.names import KARPENTER_DISCOVERY_TAG, ZONE_TAG, karpenter_node_role_name
 from eks_inference.spec.deployment import ModelDeploymentSpec
 
 SERVICE_ACCOUNT = "karpenter"
@@ -335,9 +335,12 @@ class KarpenterNodeProvisioning(Construct):
     def _tag_for_discovery(self, cluster: InferenceCluster) -> None:
         name = cluster.cluster_name
         untaggable = False
-        for subnet in cluster.vpc.private_subnets:
+        zoned = any(pool.zones for pool in cluster.node_pools)
+        for index, subnet in enumerate(cluster.vpc.private_subnets):
             if isinstance(subnet.node.default_child, ec2.CfnSubnet):
                 Tags.of(subnet).add(KARPENTER_DISCOVERY_TAG, name)
+                if zoned:
+                    Tags.of(subnet).add(ZONE_TAG, str(index))
             else:
                 untaggable = True
         if untaggable:

@@ -66,6 +66,8 @@ class Provides:
     """IngressClasses whose Ingresses it serves."""
     mountpoint: bool = False
     """Whether it is the Mountpoint for S3 CSI driver, which mounts bucket prefixes."""
+    lustre: bool = False
+    """Whether it is the FSx for Lustre CSI driver, which mounts FSx file systems."""
     nodes: bool = False
     """Whether it launches the nodes of pools that are not managed node groups."""
     namespaces: tuple[str, ...] = ()
@@ -80,6 +82,7 @@ class Provides:
             and set(needed.secrets) <= set(self.secrets)
             and set(needed.ingress_classes) <= set(self.ingress_classes)
             and (self.mountpoint or not needed.mountpoint)
+            and (self.lustre or not needed.lustre)
             and (self.nodes or not needed.nodes)
         )
 
@@ -124,6 +127,8 @@ class PlatformAddons:
     namespace_makers: dict[str, IConstruct] = field(default_factory=dict)
     """Namespace -> the add-on construct that creates it, beyond the cluster's own (the
     inference namespace); objects in it are applied after it."""
+    lustre: IConstruct | None = None
+    """The FSx for Lustre CSI driver, which FSx volumes are applied after."""
 
     def add_crd_installer(self, crds: Iterable[str], installer: IConstruct) -> None:
         """Record that ``installer`` installs ``crds``; a CRD has one installer."""
@@ -171,6 +176,12 @@ class PlatformAddons:
         if self.mountpoint is not None:
             raise ValueError("the platform already has a Mountpoint for S3 CSI driver")
         self.mountpoint = driver
+
+    def set_lustre(self, driver: IConstruct) -> None:
+        """Record the FSx for Lustre CSI driver; a cluster has one."""
+        if self.lustre is not None:
+            raise ValueError("the platform already has an FSx for Lustre CSI driver")
+        self.lustre = driver
 
     def installs(self, crds: Iterable[str]) -> bool:
         """True when an add-on of the platform installs every one of ``crds``."""

@@ -34,6 +34,7 @@ from eks_inference.charts.engines.base import (
     MetricsTarget,
     ReplicaSeries,
     ServingEngine,
+    WeightsVolume,
 )
 from eks_inference.load_budget import model_load_seconds
 from eks_inference.names import INFERENCE_NAMESPACE, service_account_name
@@ -83,7 +84,7 @@ class ToyEngine(ServingEngine):
         placement: Placement,
         context: RenderContext,
         *,
-        weights: MountpointVolume | None,
+        weights: WeightsVolume | None,
         artifacts: MountpointVolume | None,
         route: Route | None,
     ) -> ChartObjects:

@@ -1,0 +1,73 @@
+"""The FSx for Lustre CSI driver, which mounts the deployments' FSx file systems as volumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from eks_inference import names, versions
+from eks_inference.constructs.addons.registry import PlatformAddons, Provides
+from eks_inference.constructs.eks_addon import EksAddon
+
+# The role is created beside the add-on, in the same scope, under this id.
+ROLE_ID = "FsxCsiRole"
+
+
+@dataclass(frozen=True)
+class FsxCsiDriverOptions:
+    """How :class:`FsxCsiDriver` is installed."""
+
+    addon_version: str = versions.FSX_CSI_ADDON_VERSION
+    """Default ``versions.FSX_CSI_ADDON_VERSION``: the driver release whose static
+    provisioning volume attributes (``dnsname``, ``mountname``) the charts' volumes use."""
+
+
+class FsxCsiDriver(EksAddon):
+    """The FSx for Lustre CSI driver (EKS add-on ``aws-fsx-csi-driver``) on a role of its own.
+
+    The library provisions FSx volumes statically: the stack creates each file system (or you
+    import one) and the charts write its PersistentVolume. The driver's node plugin then
+    mounts it with the Lustre client, over the network, with no AWS call; only the
+    controller's dynamic provisioning and resizing call the FSx API, and nothing here asks it
+    to. So its role (:attr:`role`, ``FsxCsiRole`` beside the add-on in ``scope``), given to
+    the controller's service account through the add-on's Pod Identity association, is
+    granted nothing: the controller can never create, change or delete a file system, and it
+    never falls back to the node role (the nodes' instance metadata is out of pods' reach).
+    Create it when a deployment reads ``weights.loader: fsx``
+    (:class:`~eks_inference.stacks.InferenceStack` does).
+    """
+
+    PROVIDES: ClassVar[Provides] = Provides(lustre=True)
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        platform: PlatformAddons,
+        options: FsxCsiDriverOptions | None = None,
+    ) -> None:
+        options = options or FsxCsiDriverOptions()
+        cluster = platform.cluster
+        role = iam.Role(
+            scope,
+            ROLE_ID,
+            assumed_by=cluster.pods_principal,
+            description=(
+                f"FSx for Lustre CSI driver of EKS cluster {cluster.cluster_name}: static "
+                "volumes only, no FSx API access"
+            ),
+        )
+        super().__init__(
+            scope,
+            construct_id,
+            cluster=cluster,
+            addon_name="aws-fsx-csi-driver",
+            addon_version=options.addon_version,
+            identity=(role, names.FSX_CSI_SERVICE_ACCOUNT),
+        )
+        self.role = role
+        platform.set_lustre(self)
