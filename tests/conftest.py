@@ -155,3 +155,19 @@ def reference_karpenter(tmp_path_factory: pytest.TempPathFactory) -> Synthesized
         app=App(context={**cdk_context(), "node_provisioning": "karpenter"}, outdir=str(outdir)),
     )
     return synthesize(app, stack, outdir)
+
+
+def cfn_lint_errors(template: dict[str, Any]) -> list[str]:
+    """cfn-lint's errors on ``template``: every rule, in every region (as ``lint_all``), or in
+    the regions the template's own cfn-lint configuration names, as the cfn-lint command reads
+    it (a nested stack of FSx for Lustre names its bucket's region, since FSx is not offered
+    in every one)."""
+    from cfnlint.api import REGIONS, ManualArgs, lint
+
+    regions = template.get("Metadata", {}).get("cfn-lint", {}).get("config", {}).get("regions")
+    args = ManualArgs(include_checks=["I"], include_experimental=True, regions=regions or REGIONS)
+    return [
+        f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}"
+        for m in lint(json.dumps(template), config=args)
+        if m.rule.severity == "error"
+    ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,8 +18,11 @@ from eks_inference import sizing
 from eks_inference.cli import console, inputs, plan_cells, plan_render
 from eks_inference.cli.options import DEFAULT_PLATFORM, PlatformOption
 from eks_inference.cli.output import emit
-from eks_inference.ops import plan as planning
 from eks_inference.ops.errors import BadInput, CommandFailed
+from eks_inference.spec.deployment import Limits
+
+if TYPE_CHECKING:
+    from eks_inference.ops.plan import PlatformPlan
 
 
 def plan(
@@ -33,10 +36,10 @@ def plan(
     ] = None,
     max_model_len: Annotated[
         int, typer.Option(help="Context length to size the KV cache for.")
-    ] = planning.DEFAULT_MAX_MODEL_LEN,
+    ] = Limits().max_model_len,
     max_num_seqs: Annotated[
         int, typer.Option(help="Concurrent sequences (batch size).")
-    ] = planning.DEFAULT_MAX_NUM_SEQS,
+    ] = Limits().max_num_seqs,
     price_per_hour: Annotated[
         float | None, typer.Option(help="Node price in USD/hour instead of the catalog's.")
     ] = None,
@@ -99,9 +102,11 @@ def plan(
         ]
         if given:
             raise BadInput(f"{_listed(given)} {'needs' if len(given) == 1 else 'need'} --model")
-        platform_plan = planning.plan_platform(
-            inputs.load_platform(platform), planning.parse_spot_prices(spot_price or [])
-        )
+        spec = inputs.load_platform(platform)
+        # Imported once the input is read: a file refused before it is planned costs no more.
+        from eks_inference.ops import plan as planning
+
+        platform_plan = planning.plan_platform(spec, planning.parse_spot_prices(spot_price or []))
         if cold_start_plot is not None:
             _plot_cold_starts(platform_plan, platform, cold_start_plot)
         if json_output:
@@ -121,6 +126,8 @@ def plan(
     if spot_price:
         raise BadInput("--spot-price prices the platform's SPOT pools; use --price-per-hour")
     model_name, entry = inputs.resolve_model(model)
+    from eks_inference.ops import plan as planning
+
     arch = entry.architecture
     selected = None
     does_not_fit = None
@@ -178,7 +185,7 @@ def plan(
             raise CommandFailed(does_not_fit)
 
 
-def _plot_cold_starts(plan: planning.PlatformPlan, platform: Path, path: Path) -> None:
+def _plot_cold_starts(plan: PlatformPlan, platform: Path, path: Path) -> None:
     from eks_inference.cli import cold_start_plot
     from eks_inference.cli.plot import save_png
 

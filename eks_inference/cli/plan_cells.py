@@ -3,9 +3,13 @@ the Markdown of :mod:`eks_inference.cli.plan_render` both show."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eks_inference.catalog.spot_prices import SPOT_PRICES_DATE
 from eks_inference.metrics import metric_names
-from eks_inference.ops.plan import ConfigurationPlan, DeploymentPlan, PoolPlan
+
+if TYPE_CHECKING:
+    from eks_inference.ops.plan import ConfigurationPlan, DeploymentPlan, PoolPlan
 
 BOUND_NOTE = (
     "Decode throughput is a memory-bandwidth bound for one node with all its replicas, every "

@@ -7,6 +7,8 @@ exactly when the plan does.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
 from eks_inference.cli.plan_cells import (
@@ -28,7 +30,9 @@ from eks_inference.cli.plan_cells import (
     rate,
     watch_rows,
 )
-from eks_inference.ops.plan import ConfigurationPlan, PlatformPlan
+
+if TYPE_CHECKING:
+    from eks_inference.ops.plan import ConfigurationPlan, PlatformPlan
 
 
 def _table(title: str, headers: tuple[str, ...]) -> Table:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Synthesized, cdk_context, synthesize
+from tests.conftest import Synthesized, cdk_context, cfn_lint_errors, synthesize
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 LATEST = re.compile(r":latest\b")
@@ -21,7 +21,6 @@ def test_an_example_platform_synthesizes_clean(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from aws_cdk import App
-    from cfnlint.api import lint_all
 
     from eks_inference.spec.platform import PlatformSpec
     from eks_inference.stacks import build_app
@@ -35,11 +34,5 @@ def test_an_example_platform_synthesizes_clean(
     report = json.loads((synth.outdir / "validation-report.json").read_text())
     assert report["pluginReports"] == []
     for name, template in synth.templates.items():
-        text = json.dumps(template)
-        errors = [
-            f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}"
-            for m in lint_all(text)
-            if m.rule.severity == "error"
-        ]
-        assert errors == [], name
-        assert not LATEST.findall(text), name
+        assert cfn_lint_errors(template) == [], name
+        assert not LATEST.findall(json.dumps(template)), name
