@@ -285,17 +285,25 @@ def test_thousands_of_broken_deployments_are_refused_by_their_count_at_once(
     tmp_path: Path,
 ) -> None:
     """6,000 deployments that would each fail validation: refused by their number before any
-    is validated, well within the second every hostile file gets (validating them all took
-    about 2.8 s of CPU)."""
+    is validated (validating them all took about 2.8 s of CPU). Measured beyond the start-up
+    every command pays (the interpreter and the imports, as ``--help`` costs them), so the
+    bound is on the work the file causes, not on how busy the machine is."""
     data = yaml.safe_load(REFERENCE_TEXT)
     data["deployments"] = [{}] * 6000
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(data))
-    started = os.times()
-    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), "6000 deployments")
-    finished = os.times()
+
+    def cpu_of(*args: str | Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+        started = os.times()
+        completed = run_cli(*args, cwd=tmp_path)
+        finished = os.times()
+        cpu = (finished.children_user - started.children_user) + (
+            finished.children_system - started.children_system
+        )
+        return cpu, completed
+
+    start_up, _ = cpu_of("plan", "--help")
+    cpu, completed = cpu_of("plan", "--platform", path)
+    line = assert_bad_input(completed, "6000 deployments")
     assert "one stack holds at most 500" in line
-    cpu = (finished.children_user - started.children_user) + (
-        finished.children_system - started.children_system
-    )
-    assert cpu < 1.0, cpu
+    assert cpu - start_up < 0.5, (cpu, start_up)
