@@ -419,3 +419,90 @@ def test_plain_scalars_both_versions_read_alike_keep_their_meaning(tmp_path: Pat
 
 def test_a_merge_key_as_a_value_is_text(tmp_path: Path) -> None:
     assert spec_file.load(write(tmp_path, "a: <<\n")) == {"a": "<<"}
+
+
+# The data is built from the parser's events in the pass that checks them: what it builds is
+# what PyYAML's safe loader builds from every file both accept.
+
+ACCEPTED = [
+    pytest.param(REFERENCE_TEXT, id="reference"),
+    *(
+        pytest.param(path.read_text(), id=path.name)
+        for path in sorted((REFERENCE.parent / "examples").glob("*.yaml"))
+    ),
+    pytest.param("", id="empty"),
+    pytest.param("8192\n", id="a-scalar"),
+    pytest.param("[1, [2, [3, {a: b}]], {}]\n", id="flow"),
+    pytest.param("a: |\n  two\n  lines\nb: >\n  folded\n  text\n", id="block-scalars"),
+    pytest.param("? complex\n: key\n'quoted key': 1\n\"1\": one\n1: number\n", id="keys"),
+    pytest.param(
+        "base: &b {p: 1, q: 2}\nother: &o {q: 3, r: 4}\n"
+        "one: {<<: *b, q: 5}\nmany: {<<: [*b, *o], s: 0}\nnested: {<<: {<<: *o, t: 1}}\n",
+        id="merge-keys",
+    ),
+    pytest.param("a: &x [1, 2]\nb: *x\nc: &s text\nd: *s\n", id="aliases"),
+    pytest.param("---\na: 1\n...\n", id="explicit-document"),
+]
+
+
+@pytest.mark.parametrize("parser", ["libyaml", "pure-python"])
+@pytest.mark.parametrize("content", ACCEPTED)
+def test_what_is_built_is_what_the_safe_loader_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str, content: str
+) -> None:
+    module = spec_file if parser == "libyaml" else _pure_python_spec_file(monkeypatch)
+    built = module.load(write(tmp_path, content))
+    assert built == yaml.safe_load(content)
+    # Keys in the same order too (repr shows it; equality of dicts does not).
+    assert repr(built) == repr(yaml.safe_load(content))
+
+
+def test_an_alias_shares_its_anchored_value(tmp_path: Path) -> None:
+    data = spec_file.load(write(tmp_path, "a: &x {k: [1]}\nb: *x\n"))
+    assert data["a"] is data["b"]
+
+
+MALFORMED = [
+    pytest.param(
+        "a: &x 1\nb: &x 2\n", 2, "anchor &x is defined twice, first at line 1", id="anchor"
+    ),
+    pytest.param("? [a, b]\n: 1\n", 1, "a list as a key; keys are text", id="list-key"),
+    pytest.param(
+        "a: {<<: 1}\n", 1, "a merge key (<<) takes a mapping or a list", id="merge-scalar"
+    ),
+    pytest.param("a: {<<: [{x: 1}, 2]}\n", 1, "a merge key (<<) takes a mapping", id="merge-list"),
+    pytest.param("a: {x: 1, <<: {x: 2}, x: 3}\n", 1, "duplicate key 'x'", id="merge-duplicate"),
+]
+
+
+@pytest.mark.parametrize("parser", ["libyaml", "pure-python"])
+@pytest.mark.parametrize(("content", "line", "reason"), MALFORMED)
+def test_malformed_mappings_and_anchors_fail_with_a_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    parser: str,
+    content: str,
+    line: int,
+    reason: str,
+) -> None:
+    module = spec_file if parser == "libyaml" else _pure_python_spec_file(monkeypatch)
+    with pytest.raises(module.SpecFileError) as raised:
+        module.load(write(tmp_path, content))
+    assert reason in raised.value.reason
+    assert raised.value.line == line
+    # PyYAML refuses each of them too.
+    with pytest.raises(yaml.YAMLError):
+        yaml.load(content, Loader=_DuplicateKeyRefusingLoader)
+
+
+class _DuplicateKeyRefusingLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, failing on a key given twice as the spec reader does."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        keys = [
+            k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode) and k.value != "<<"
+        ]
+        if len(keys) != len(set(keys)):
+            raise yaml.constructor.ConstructorError(None, None, "duplicate key", node.start_mark)
+        built: dict[object, object] = super().construct_mapping(node, deep=deep)
+        return built

@@ -31,7 +31,7 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -119,60 +119,28 @@ class _LimitError(Exception):
 
     def __init__(self, mark: _Mark | None, reason: str) -> None:
         super().__init__(reason)
-        self.line = None if mark is None else mark.line + 1
+        self.line = _line(mark)
         self.reason = reason
 
 
-class _SpecLoader(_BaseLoader):
-    """The safe loader with YAML 1.2 core-schema scalars, refusing duplicate keys and integers
-    beyond 64 bits."""
+def _line(mark: _Mark | None) -> int | None:
+    """The 1-based line of a parser's mark."""
+    return None if mark is None else mark.line + 1
+
+
+class _SpecParser(_BaseLoader):
+    """The safe loader's parser, resolving plain scalars by YAML 1.2's core schema.
+
+    Only its events are read: :func:`_read_document` builds the data from them, checking every
+    limit on the way, so nothing is parsed twice and nothing is built past a broken limit.
+    """
 
     # Its own resolvers, the core schema's below, instead of the YAML 1.1 ones it inherits.
     yaml_implicit_resolvers: dict[Any, Any] = {}
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        # Checked before the merge keys (<<) are flattened in: a key given explicitly may
-        # override a merged one, which is what merging is for.
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
-                continue
-            key = self.construct_object(key_node)
-            if key in seen:
-                raise _LimitError(
-                    key_node.start_mark,
-                    f"duplicate key {key_node.value!r} (first at line {seen[key]}); YAML would "
-                    "keep only the last, silently",
-                )
-            seen[key] = key_node.start_mark.line + 1
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        return mapping
-
-    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
-        if len(node.value) > _MAX_INTEGER_CHARACTERS:
-            raise _LimitError(
-                node.start_mark,
-                f"integer {node.value[:20]}... of {len(node.value)} characters is out of range "
-                f"(at most {MAX_INTEGER})",
-            )
-        value: int = _core_value(_INT_TAG, node.value)
-        if abs(value) > MAX_INTEGER:
-            shown = node.value if len(node.value) <= 20 else node.value[:20] + "..."
-            raise _LimitError(
-                node.start_mark, f"integer {shown} is out of range (at most {MAX_INTEGER})"
-            )
-        return value
-
-    def construct_core_scalar(self, node: yaml.ScalarNode) -> Any:
-        return _core_value(node.tag, node.value)
-
 
 for _tag, _pattern in _CORE_SCHEMA:
-    _SpecLoader.add_implicit_resolver(_tag, re.compile(_pattern), None)
-_SpecLoader.add_constructor(_INT_TAG, _SpecLoader.construct_bounded_int)
-# A merge key as a value (``a: <<``) is text, as YAML 1.2 reads it.
-for _tag in (_NULL_TAG, _BOOL_TAG, _FLOAT_TAG, _MERGE_TAG):
-    _SpecLoader.add_constructor(_tag, _SpecLoader.construct_core_scalar)
+    _SpecParser.add_implicit_resolver(_tag, re.compile(_pattern), None)
 
 
 def _core_value(tag: str, text: str) -> Any:
@@ -196,7 +164,7 @@ def _core_value(tag: str, text: str) -> Any:
 
 
 # Resolves plain scalars as the spec loader does (the resolver needs no document).
-_SPEC_RESOLVER = _SpecLoader("")
+_SPEC_RESOLVER = _SpecParser("")
 
 # YAML 1.1 as PyYAML reads it: the resolver and constructors of its safe loader.
 _YAML_1_1_RESOLVER = yaml.resolver.Resolver()
@@ -358,8 +326,7 @@ def load(path: str | Path) -> Any:
             data[: error.start].count(b"\n") + 1,
         ) from None
     try:
-        _check_structure(text)
-        return yaml.load(text, Loader=_SpecLoader)
+        return _read_document(text)
     except _LimitError as error:
         raise SpecFileError(path, error.reason, error.line) from None
     except yaml.MarkedYAMLError as error:
@@ -394,39 +361,72 @@ def _short_tag(tag: str) -> str:
     return f"!<{tag[:40]}>"
 
 
+# The value of a plain ``<<`` read as a mapping's key: YAML 1.1's merge key, which YAML 1.2
+# libraries keep as an extension. As a value it is the text ``<<``.
+_MERGE = object()
+
+
 @dataclass
 class _Collection:
     """An open sequence or mapping while the events are read.
 
-    ``size`` is what it expands to so far, ``height`` how many collections deep it goes (one
-    when it holds only scalars).
+    ``items`` are a sequence's items, or a mapping's keys and values in turn; ``keys`` how each
+    key of a mapping was written (its text and mark), for the messages. ``size`` is what the
+    collection expands to so far, ``height`` how many collections deep it goes (one when it
+    holds only scalars).
     """
 
     anchor: str | None
+    mapping: bool
+    start: _Mark | None
+    items: list[Any] = field(default_factory=list)
+    keys: list[tuple[str, _Mark | None]] = field(default_factory=list)
     size: int = 1
     height: int = 1
 
+    def expects_key(self) -> bool:
+        return self.mapping and len(self.items) % 2 == 0
 
-def _check_structure(text: str) -> None:
-    """Refuse nesting beyond :data:`MAX_DEPTH`, expansion beyond :data:`MAX_EXPANDED_SIZE`,
-    more than :data:`MAX_NODES` nodes, explicit tags and plain scalars YAML 1.1 and 1.2 read
-    differently.
+    def value(self) -> list[Any] | dict[Any, Any]:
+        return _mapping(self) if self.mapping else self.items
 
-    Reads the parser's events, which need no recursion however deep the document, and tracks
-    the size and height each anchored node expands to, so that an alias counts for everything
-    it stands for. Stops at the first broken limit, before anything is built.
+
+def _read_document(text: str) -> Any:
+    """The data of the one YAML document in ``text``, refusing nesting beyond
+    :data:`MAX_DEPTH`, expansion beyond :data:`MAX_EXPANDED_SIZE`, more than
+    :data:`MAX_NODES` nodes, explicit tags, plain scalars YAML 1.1 and 1.2 read differently,
+    duplicate keys and integers beyond :data:`MAX_INTEGER`.
+
+    Builds the data from the parser's events, which need no recursion however deep the
+    document, and tracks the size and height each anchored node expands to, so that an alias
+    counts for everything it stands for. Stops at the first broken limit; what it builds is
+    what PyYAML's safe loader builds from a file it accepts (YAML 1.1 and 1.2 agree on every
+    plain scalar of such a file), aliases included: they share the anchored value.
     """
-    loader = _SpecLoader(text)
+    parser = _SpecParser(text)
     open_collections: list[_Collection] = []
-    anchors: dict[str, tuple[int, int]] = {}
+    anchors: dict[str, tuple[Any, int, int, _Mark | None]] = {}
     nodes = 0
+    documents = 0
+    root: Any = None
 
-    def close(size: int, height: int, anchor: str | None, mark: _Mark | None) -> None:
+    def add(value: Any, size: int, height: int, anchor: str | None, mark: _Mark | None) -> None:
+        nonlocal root
         if anchor is not None:
-            anchors[anchor] = (size, height)
+            if anchor in anchors:
+                first = _line(anchors[anchor][3])
+                raise _LimitError(
+                    mark,
+                    f"not valid YAML (anchor &{anchor} is defined twice, first at line {first})",
+                )
+            anchors[anchor] = (value, size, height, mark)
         if not open_collections:
+            root = value
             return
         parent = open_collections[-1]
+        if parent.mapping and len(parent.items) % 2 == 0:
+            parent.keys.append((_key_text(value), mark))
+        parent.items.append(value)
         parent.size += size
         parent.height = max(parent.height, height + 1)
         if parent.size > MAX_EXPANDED_SIZE:
@@ -437,50 +437,152 @@ def _check_structure(text: str) -> None:
             )
 
     try:
-        while loader.check_event():
-            event = loader.get_event()
-            if isinstance(event, yaml.NodeEvent):
-                nodes += 1
-                if nodes > MAX_NODES:
+        while parser.check_event():
+            event = parser.get_event()
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
                     raise _LimitError(
                         event.start_mark,
-                        f"more than {MAX_NODES} keys, values and items; a platform of 300 "
-                        "deployments has about 11000",
+                        "not valid YAML (a second document; a spec file is one document)",
                     )
-                # Scalars and collections carry a tag; aliases do not.
-                tag = getattr(event, "tag", None)
-                if tag is not None:
-                    raise _LimitError(
-                        event.start_mark,
-                        f"explicit YAML tag {_short_tag(tag)} is not accepted (a spec's fields "
-                        "give its types); write the value without it, in quotes for text",
-                    )
-            if isinstance(event, yaml.ScalarEvent) and event.implicit[0]:
-                problem = _plain_scalar_problem(event.value)
-                if problem is not None:
-                    raise _LimitError(event.start_mark, problem)
-            if isinstance(event, yaml.CollectionStartEvent):
-                open_collections.append(_Collection(event.anchor))
+            if isinstance(event, yaml.CollectionEndEvent):
+                done = open_collections.pop()
+                add(done.value(), done.size, done.height, done.anchor, done.start)
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            nodes += 1
+            if nodes > MAX_NODES:
+                raise _LimitError(
+                    event.start_mark,
+                    f"more than {MAX_NODES} keys, values and items; a platform of 300 "
+                    "deployments has about 11000",
+                )
+            # Scalars and collections carry a tag; aliases do not.
+            tag = getattr(event, "tag", None)
+            if tag is not None:
+                raise _LimitError(
+                    event.start_mark,
+                    f"explicit YAML tag {_short_tag(tag)} is not accepted (a spec's fields "
+                    "give its types); write the value without it, in quotes for text",
+                )
+            if isinstance(event, yaml.ScalarEvent):
+                value: Any = event.value
+                if event.implicit[0]:
+                    key = bool(open_collections) and open_collections[-1].expects_key()
+                    value = _plain_value(event.value, event.start_mark, key)
+                add(value, len(event.value) + 1, 0, event.anchor, event.start_mark)
+            elif isinstance(event, yaml.CollectionStartEvent):
+                mapping = isinstance(event, yaml.MappingStartEvent)
+                open_collections.append(_Collection(event.anchor, mapping, event.start_mark))
                 if len(open_collections) > MAX_DEPTH:
                     raise _LimitError(event.start_mark, f"nested deeper than {MAX_DEPTH} levels")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                done = open_collections.pop()
-                close(done.size, done.height, done.anchor, event.start_mark)
-            elif isinstance(event, yaml.ScalarEvent):
-                close(len(event.value) + 1, 0, event.anchor, event.start_mark)
             elif isinstance(event, yaml.AliasEvent):
-                if any(c.anchor == event.anchor for c in open_collections):
+                anchor = event.anchor or ""
+                if any(c.anchor == anchor for c in open_collections):
                     raise _LimitError(
                         event.start_mark,
-                        f"alias *{event.anchor} refers to a node that contains it; a spec "
+                        f"alias *{anchor} refers to a node that contains it; a spec "
                         "cannot be recursive",
                     )
-                size, height = anchors.get(event.anchor or "", (0, 0))
+                if anchor not in anchors:
+                    raise _LimitError(
+                        event.start_mark,
+                        f"not valid YAML (alias *{anchor} has no anchor before it)",
+                    )
+                value, size, height, _ = anchors[anchor]
                 if len(open_collections) + height > MAX_DEPTH:
                     raise _LimitError(
                         event.start_mark,
-                        f"alias *{event.anchor} nests the file deeper than {MAX_DEPTH} levels",
+                        f"alias *{anchor} nests the file deeper than {MAX_DEPTH} levels",
                     )
-                close(size, height, None, event.start_mark)
+                add(value, size, height, None, event.start_mark)
     finally:
-        loader.dispose()
+        parser.dispose()
+    return root
+
+
+def _plain_value(text: str, mark: _Mark | None, key: bool) -> Any:
+    """What a plain scalar means by YAML 1.2's core schema; refused when YAML 1.1 reads it
+    differently or it is an integer beyond :data:`MAX_INTEGER`."""
+    if not _MAYBE_TYPED.match(text):
+        return text
+    if _READ_ALIKE.match(text):
+        tag = _FLOAT_TAG if "." in text else _INT_TAG
+    else:
+        problem = _plain_scalar_problem(text)
+        if problem is not None:
+            raise _LimitError(mark, problem)
+        tag = _plain_tag(_SPEC_RESOLVER, text)
+    if tag == _MERGE_TAG:
+        return _MERGE if key else text
+    if tag == _INT_TAG:
+        if len(text) > _MAX_INTEGER_CHARACTERS:
+            raise _LimitError(
+                mark,
+                f"integer {text[:20]}... of {len(text)} characters is out of range "
+                f"(at most {MAX_INTEGER})",
+            )
+        number: int = _core_value(tag, text)
+        if abs(number) > MAX_INTEGER:
+            shown = text if len(text) <= 20 else text[:20] + "..."
+            raise _LimitError(mark, f"integer {shown} is out of range (at most {MAX_INTEGER})")
+        return number
+    return _core_value(tag, text)
+
+
+def _key_text(key: Any) -> str:
+    """A key as the messages show it: its text for a scalar."""
+    if key is _MERGE:
+        return "<<"
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool | int | float) or key is None:
+        return _canonical(key)
+    return f"a {type(key).__name__}"
+
+
+def _mapping(collection: _Collection) -> dict[Any, Any]:
+    """A mapping's keys and values as a dict: merged keys (``<<``) first, then the ones given
+    explicitly, each of which may override a merged one but not repeat another."""
+    merged: list[tuple[Any, Any]] = []
+    explicit: dict[Any, Any] = {}
+    lines: dict[Any, int | None] = {}
+    pairs = zip(collection.items[::2], collection.items[1::2], collection.keys, strict=True)
+    for key, value, (text, mark) in pairs:
+        if key is _MERGE:
+            merged += _merged_pairs(value, mark)
+            continue
+        if isinstance(key, list | dict):
+            raise _LimitError(
+                mark, f"not valid YAML (a {type(key).__name__} as a key; keys are text)"
+            )
+        if key in lines:
+            raise _LimitError(
+                mark,
+                f"duplicate key {text!r} (first at line {lines[key]}); YAML would keep only "
+                "the last, silently",
+            )
+        lines[key] = _line(mark)
+        explicit[key] = value
+    if not merged:
+        return explicit
+    built: dict[Any, Any] = {}
+    for key, value in merged:
+        built.setdefault(key, value)
+    built.update(explicit)
+    return built
+
+
+def _merged_pairs(value: Any, mark: _Mark | None) -> list[tuple[Any, Any]]:
+    """The keys and values a merge key's value brings, in order: a mapping's, or those of a
+    list of mappings. The first of a key counts, so an earlier mapping overrides a later
+    one, as YAML's merge key defines."""
+    if isinstance(value, dict):
+        return list(value.items())
+    if isinstance(value, list) and all(isinstance(item, dict) for item in value):
+        return [pair for item in value for pair in item.items()]
+    raise _LimitError(
+        mark, "not valid YAML (a merge key (<<) takes a mapping or a list of mappings)"
+    )
