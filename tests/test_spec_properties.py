@@ -21,6 +21,7 @@ from ray.serve.schema import ServeDeploySchema
 from eks_inference import sizing
 from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
 from eks_inference.charts.render import render_platform
+from eks_inference.numa import numa_span
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
@@ -132,17 +133,22 @@ def platform_for(spec: ModelDeploymentSpec) -> PlatformSpec:
     more than the 200 GiB default).
     """
     disk = sizing.compile_disk_gib(spec.model.architecture) + sizing.NODE_IMAGE_AND_SYSTEM_GIB
+    accelerators: dict[str, Any] = {
+        "name": "accelerators",
+        "instance_types": [spec.instance_type],
+        "max_size": max(spec.nodes_during_rollout, 1),
+        "disk_size_gib": max(disk, 200),
+    }
+    # A replica across NUMA nodes (tensor parallel 8 on g6e.48xlarge) needs a pool that lets
+    # it span them.
+    if numa_span(spec.instance, spec.tensor_parallel_size) is not None:
+        accelerators["topology_manager_policy"] = "restricted"
     return PlatformSpec.model_validate(
         {
             "model_bucket_name": CONTEXT.bucket_name,
             "node_pools": [
                 {"name": "system", "instance_types": ["m6i.2xlarge"]},
-                {
-                    "name": "accelerators",
-                    "instance_types": [spec.instance_type],
-                    "max_size": max(spec.nodes_during_rollout, 1),
-                    "disk_size_gib": max(disk, 200),
-                },
+                accelerators,
             ],
             "deployments": [spec],
         }
