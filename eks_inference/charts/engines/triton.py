@@ -46,6 +46,10 @@ from eks_inference.charts.engines.base import (
     ServingEngine,
     WeightsVolume,
 )
+from eks_inference.charts.engines.server_service import (
+    HTTP_PORT_NAME,
+    service_and_disruption_budget,
+)
 from eks_inference.charts.triton_repository import (
     REPOSITORY_PATH,
     RepositoryFile,
@@ -72,7 +76,6 @@ COMPONENT = "triton"
 OPENAI_API_PATH = "/v1"
 V2_MODELS_PATH = "/v2/models"
 CONTAINER_NAME = "triton"
-HTTP_PORT_NAME = "http"
 # The launcher, shipped with the API-key check as the package shipped.SHIPPED_PACKAGE.
 LAUNCHER_MODULE = "triton_openai"
 LAUNCHER_COMMAND = ("python3", "-m", f"{shipped.SHIPPED_PACKAGE}.{LAUNCHER_MODULE}")
@@ -182,30 +185,7 @@ def _server(
             }
         },
     )
-    service = api_object(
-        "v1",
-        "Service",
-        metadata(spec.name, labels),
-        {
-            "spec": {
-                "type": "ClusterIP",
-                "selector": selector,
-                "ports": [{"name": HTTP_PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}],
-            }
-        },
-    )
-    disruption_budget = api_object(
-        "policy/v1",
-        "PodDisruptionBudget",
-        metadata(spec.name, labels),
-        {
-            "spec": {
-                "maxUnavailable": 1,
-                "selector": {"matchLabels": selector},
-                "unhealthyPodEvictionPolicy": "AlwaysAllow",
-            }
-        },
-    )
+    service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
     account_object = api_object(
         "v1", "ServiceAccount", metadata(account, labels), {"automountServiceAccountToken": False}
     )
