@@ -63,7 +63,7 @@ from eks_inference.observability.signals import matchers
 from eks_inference.serve.triton_openai import READY_PATH
 from eks_inference.sizing import pod_resources
 from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.engines import MOUNTPOINT
+from eks_inference.spec.engines import MOUNTPOINT, OPENAI_API_PATH
 from eks_inference.spec.platform import Placement
 from eks_inference.spec.routes import Route
 from eks_inference.spec.triton import TritonOptions, check_gpu_fit, check_triton
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from eks_inference.charts.mountpoint import MountpointVolume
 
 COMPONENT = "triton"
-OPENAI_API_PATH = "/v1"
+# KServe's v2 inference routes of the framework models, forwarded beside the OpenAI API.
 V2_MODELS_PATH = "/v2/models"
 CONTAINER_NAME = "triton"
 # The launcher, shipped with the API-key check as the package shipped.SHIPPED_PACKAGE.
@@ -474,11 +474,13 @@ class TritonEngine(ServingEngine):
         return _server(spec, placement, context, weights, route)
 
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
-        # The framework models answer on KServe's v2 route, beside the OpenAI API.
-        paths = (OPENAI_API_PATH, V2_MODELS_PATH) if _options(spec).framework_models else None
-        if paths is None:
-            return Backend(spec.name, READY_PATH, TERMINATION_GRACE_S)
-        return Backend(spec.name, READY_PATH, TERMINATION_GRACE_S, api_paths=paths)
+        return Backend(spec.name, READY_PATH, TERMINATION_GRACE_S)
+
+    def api_paths(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        """The OpenAI API and, with framework models, KServe's v2 routes they answer on."""
+        if _options(spec).framework_models:
+            return (OPENAI_API_PATH, V2_MODELS_PATH)
+        return (OPENAI_API_PATH,)
 
     def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         return (COMPONENT,)
