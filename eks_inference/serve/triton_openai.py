@@ -175,12 +175,12 @@ def v2_outputs(model: str, outputs: Mapping[str, Any]) -> dict[str, Any]:
     the in-process API returns them, arrays of ``bytes`` objects)."""
     tensors = []
     for name, array in outputs.items():
-        if array.dtype == object:
-            datatype, data = BYTES, [_text(name, element) for element in array.flatten()]
+        datatype = BYTES if array.dtype == object else _NUMPY_DATATYPES.get(str(array.dtype))
+        if datatype is None:
+            raise ResponseError(f"output {name} has type {array.dtype}, which is not served")
+        if datatype == BYTES:
+            data = [_text(name, element) for element in array.flatten()]
         else:
-            datatype = _NUMPY_DATATYPES.get(str(array.dtype))
-            if datatype is None:
-                raise ResponseError(f"output {name} has type {array.dtype}, which is not served")
             data = array.flatten().tolist()
         tensors.append(
             {"name": name, "shape": list(array.shape), "datatype": datatype, "data": data}

@@ -30,6 +30,7 @@ from eks_inference.artifacts import artifact_prefix
 from eks_inference.catalog import Accelerator
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.endpoints import Endpoint
+from eks_inference.spec.engines import engine_of
 from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.provisioning import NodeProvisioning
 from eks_inference.spec.routes import Route, SplitRoute, base_url_outputs
@@ -214,13 +215,16 @@ def _node_pools_use(
 
 def mounted_prefixes(deployments: Iterable[ModelDeploymentSpec]) -> list[str]:
     """The bucket prefixes the Mountpoint driver is granted, in grant order, each once: the
-    weights of deployments loading through Mountpoint, and compiled Neuron artifacts."""
+    weights of deployments loading through Mountpoint, compiled Neuron artifacts, and what
+    else an engine mounts (:meth:`~eks_inference.spec.engines.Engine.mounted_prefixes`)."""
     prefixes: dict[str, None] = {}
     for spec in deployments:
         if spec.weights.loader == "mountpoint":
             prefixes.setdefault(spec.weights.prefix)
         if spec.has_compiled_artifacts:
             prefixes.setdefault(artifact_prefix(spec))
+        for prefix in engine_of(spec).mounted_prefixes(spec):
+            prefixes.setdefault(prefix)
     return list(prefixes)
 
 

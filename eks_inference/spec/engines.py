@@ -71,6 +71,11 @@ class Engine(ABC):
         """The ``weights.loader`` values it reads weights with on ``accelerator``."""
         return frozenset({MOUNTPOINT})
 
+    def mounted_prefixes(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        """Bucket prefixes its servers mount through Mountpoint beside the weights (Triton's
+        framework models' files), which the Mountpoint driver is granted."""
+        return ()
+
     def own_fields(self) -> frozenset[str]:
         """Fields of the spec only this engine reads (``triton``): set on a spec naming
         another engine, they would be ignored, so they are refused there."""

@@ -237,6 +237,11 @@ class TritonOptions(BaseModel):
         return tuple(m for m in self.models if not m.is_llm)
 
     @property
+    def mounted_prefix(self) -> str | None:
+        """The bucket prefix the server mounts the framework models' files from, if any."""
+        return self.repository_prefix if self.framework_models else None
+
+    @property
     def image_uri(self) -> str:
         return self.image.uri if self.image is not None else versions.TRITON_VLLM_IMAGE
 

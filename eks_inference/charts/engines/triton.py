@@ -151,10 +151,10 @@ def _server(
             REPOSITORY_FILES_ROLE,
             bucket_name=context.bucket_name,
             region=context.region,
-            prefix=options.repository_prefix,
+            prefix=options.mounted_prefix,
             cache_size_gib=cache_size_gib(0),
         )
-        if options.framework_models and options.repository_prefix is not None
+        if options.mounted_prefix is not None
         else None
     )
     pod_spec = _pod(spec, placement, context, account, weights, volume, route, code, files)
@@ -426,6 +426,10 @@ class TritonEngine(ServingEngine):
 
     def own_fields(self) -> frozenset[str]:
         return frozenset({"triton"})
+
+    def mounted_prefixes(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        prefix = _options(spec).mounted_prefix
+        return () if prefix is None else (prefix,)
 
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
         sized = frozenset(
