@@ -17,7 +17,8 @@ from eks_inference.spec.platform import PlatformSpec
 from eks_inference.spec.routes import (
     IDLE_TIMEOUT_MARGIN,
     MAX_IDLE_TIMEOUT_S,
-    MAX_ROUTES_PER_LOAD_BALANCER,
+    MAX_LISTENER_RULES,
+    MAX_TARGET_GROUPS,
     MIN_IDLE_TIMEOUT_S,
     api_key_secret_name,
     idle_timeout_seconds,
@@ -239,12 +240,14 @@ def _many(count: int) -> dict[str, Any]:
 
 
 def test_a_load_balancer_holds_100_routes_one_rule_each() -> None:
-    # One listener rule per deployment (its API path): the ALB's 100 rules hold 100 of them.
-    assert MAX_ROUTES_PER_LOAD_BALANCER == 100
+    # One listener rule per vLLM deployment (its API path): the ALB's 100 rules hold 100.
+    assert MAX_LISTENER_RULES == MAX_TARGET_GROUPS == 100
     assert len(PlatformSpec.model_validate(_many(100)).routes()) == 100
     errors = errors_of(_many(101))
-    assert "101 deployments are exposed" in errors["endpoint"]
-    assert "100 listener rules and target groups, one of each per deployment" in errors["endpoint"]
+    assert errors["endpoint"].startswith(
+        "the load balancer would need 101 listener rules, 101 for the API paths of 101 "
+        "exposed deployments (one per path) and 0 for 0 splits, over the 100 an ALB holds;"
+    )
     assert "\n" not in errors["endpoint"]
 
 

@@ -86,7 +86,12 @@ def test_the_parent_grows_by_the_terms_of_its_constructs() -> None:
     def use(data: dict[str, Any]) -> limits.StackUse:
         spec = PlatformSpec.model_validate(data)
         return limits.parent_stack_use(
-            spec.node_pools, spec.node_provisioning, spec.deployments, spec.endpoint, spec.routes()
+            spec.node_pools,
+            spec.node_provisioning,
+            spec.deployments,
+            spec.endpoint,
+            spec.routes(),
+            spec.splits(),
         ).total
 
     base = use(_reference())

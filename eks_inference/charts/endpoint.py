@@ -9,11 +9,13 @@ terms and are rendered identically on every Ingress of the group from the one
 :class:`~eks_inference.spec.endpoints.Endpoint`; route collisions are rejected when the platform is
 validated (:func:`eks_inference.spec.routes.check_routes`).
 
-**Routing: the OpenAI API and nothing else.** A deployment's Ingress has one path, its OpenAI
-API, ``/v1`` and below, so each deployment takes one listener rule. With path routing that
-is ``/<name>/v1`` and below, and a URL-rewrite transform strips the prefix, so the server sees
-``/v1/...`` as it expects and a client's base URL is ``http(s)://<load balancer>/<name>/v1``;
-with host routing it is ``/v1`` and below on the deployment's host, with no rewrite. Every
+**Routing: the client APIs and nothing else.** A deployment's Ingress has one path per API
+its route forwards (:attr:`~eks_inference.spec.routes.Route.api_paths`, its engine's): the
+OpenAI API, ``/v1`` and below (Triton with framework models adds KServe's ``/v2/models``),
+each a listener rule. With path routing that is ``/<name>/v1`` and below, and a URL-rewrite
+transform strips the prefix, so the server sees ``/v1/...`` as it expects and a client's base
+URL is ``http(s)://<load balancer>/<name>/v1``; with host routing it is ``/v1`` and below on
+the deployment's host, with no rewrite. Every
 other request, under a deployment's prefix or on its host or anywhere else, matches no rule
 and gets the listener's default action: the controller makes that a fixed 404 when no Ingress
 of the group sets a default backend, and none does (no ``defaultBackend``, no rule for ``/``
@@ -92,8 +94,6 @@ UNHEALTHY_THRESHOLD = 2
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 HTTPS_PORT = 443
 HTTP_PORT = 80
-# The one path a client reaches a server on: the OpenAI API, /v1 and below.
-OPENAI_API_PATH = "/v1"
 
 # The External Secrets Operator's API and the custom resources the API-key chart creates.
 EXTERNAL_SECRETS_API_VERSION = "external-secrets.io/v1"
@@ -190,7 +190,7 @@ def host_header_transform(host: str) -> dict[str, Any]:
 
 
 def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str, Any]:
-    """The Ingress of ``spec`` on ``route``'s load balancer: one path, the deployment's API.
+    """The Ingress of ``spec`` on ``route``'s load balancer: a path per API of the route.
 
     ``vpc_cidr`` is the cluster's VPC (:attr:`~eks_inference.charts.common.RenderContext.vpc_cidr`),
     whose clients an endpoint without ``source_cidrs`` accepts.
@@ -216,7 +216,7 @@ def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str,
                         "service": {"name": target.service, "port": {"number": target.port}}
                     },
                 }
-                for api_path in target.api_paths
+                for api_path in route.api_paths
             ]
         }
     }

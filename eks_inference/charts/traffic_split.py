@@ -32,7 +32,6 @@ from eks_inference.charts.common import OPENAI_PORT, PART_OF, api_object, metada
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.endpoint import (
     ALB_ANNOTATION_PREFIX,
-    OPENAI_API_PATH,
     load_balancer_annotations,
     strip_prefix_transform,
     target_annotations,
@@ -94,10 +93,11 @@ def split_ingress(
         "http": {
             "paths": [
                 {
-                    "path": f"{split.path or ''}{OPENAI_API_PATH}",
+                    "path": f"{split.path or ''}{api_path}",
                     "pathType": "Prefix",
                     "backend": {"service": {"name": name, "port": {"name": USE_ANNOTATION}}},
                 }
+                for api_path in split.api_paths
             ]
         }
     }

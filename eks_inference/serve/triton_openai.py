@@ -11,8 +11,8 @@ FastAPI app) and three things that script cannot:
   ``VLLM_API_KEY`` as on every engine, never from an argument: the frontend's own
   ``--openai-restricted-api`` would take the key in its command line;
 * the framework models (ONNX Runtime, PyTorch), which the OpenAI routes do not serve, get
-  KServe's v2 inference route ``POST /v2/models/<model>/infer`` (JSON tensors) on the same
-  app, so they sit behind the same key on the same port;
+  KServe's v2 inference route ``POST /v2/models/<model>/infer`` (JSON tensors, numeric and
+  ``BYTES``) on the same app, so they sit behind the same key on the same port;
 * uvicorn keeps idle connections open as long as it is told (past the load balancer's idle
   timeout), where the script fixes five seconds and the load balancer would reuse
   connections the server already closed.
@@ -22,12 +22,23 @@ The frontend's modules are imported from ``/opt/tritonserver/python/openai/opena
 this file imports the standard library alone until then. Read against Triton 25.11
 (server v2.63.0: ``python/openai/openai_frontend/main.py``, ``frontend/fastapi_frontend.py``;
 core r25.11: ``python/tritonserver/_api/_model.py``, ``_request.py``, ``_tensor.py``).
+
+``BYTES`` tensors travel as Triton's HTTP frontend carries them in JSON (``src/http_server.cc``
+at r25.11, ``ReadDataFromJson`` and ``WriteDataToJson``): each element is a JSON string whose
+UTF-8 bytes are the element, nested lists flattened in row-major order. The in-process API
+takes them as a numpy array of ``bytes`` objects and returns them through
+``Tensor.to_bytes_array`` (DLPack has no type for them). An output element that is not UTF-8
+text cannot be a JSON string: the request fails rather than answer JSON no client parses.
+Tensor data in binary (the binary tensor data extension, ``docs/protocol/
+extension_binary_data.md``) is not served here: such a request is refused, naming JSON.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .api_key_auth import (
@@ -41,7 +52,11 @@ from .api_key_auth import (
 # The frontend's readiness route (routers/observability.py): 200 once every model is ready.
 READY_PATH = "/health/ready"
 INFER_PATH = "/v2/models/{model}/infer"
-# KServe v2 datatypes and the numpy types they travel as (BYTES is not served here).
+# The datatype of strings and byte strings, each element a JSON string.
+BYTES = "BYTES"
+# The header of the binary tensor data extension: the length of the JSON before the tensors.
+BINARY_HEADER = "inference-header-content-length"
+# KServe v2's numeric datatypes and the numpy types they travel as.
 V2_DATATYPES: Mapping[str, str] = {
     "BOOL": "bool",
     "UINT8": "uint8",
@@ -57,6 +72,7 @@ V2_DATATYPES: Mapping[str, str] = {
     "FP64": "float64",
 }
 _NUMPY_DATATYPES = {numpy_type: v2 for v2, numpy_type in V2_DATATYPES.items()}
+_END = object()
 
 
 class TritonAPIKeyMiddleware(APIKeyMiddleware):
@@ -71,8 +87,13 @@ class RequestError(ValueError):
     """A v2 inference request this server cannot run, with the reason for the client."""
 
 
+class ResponseError(RuntimeError):
+    """A model's response that a v2 JSON response cannot carry."""
+
+
 def v2_inputs(body: Any) -> dict[str, Any]:
-    """The input arrays of a KServe v2 JSON request (``inputs``: name, shape, datatype, data)."""
+    """The input arrays of a KServe v2 JSON request (``inputs``: name, shape, datatype, data):
+    numeric ones of their numpy type, ``BYTES`` ones of ``bytes`` objects."""
     import numpy
 
     if not isinstance(body, dict) or not isinstance(body.get("inputs"), list) or not body["inputs"]:
@@ -84,10 +105,16 @@ def v2_inputs(body: Any) -> dict[str, Any]:
         name, shape, datatype = tensor.get("name"), tensor.get("shape"), tensor.get("datatype")
         if not isinstance(name, str) or not name:
             raise RequestError("each input needs a name")
-        if not isinstance(datatype, str) or datatype not in V2_DATATYPES:
-            raise RequestError(f"input {name}: datatype must be one of {', '.join(V2_DATATYPES)}")
+        if not isinstance(datatype, str) or datatype not in (*V2_DATATYPES, BYTES):
+            served = ", ".join((*V2_DATATYPES, BYTES))
+            raise RequestError(f"input {name}: datatype must be one of {served}")
         if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
             raise RequestError(f"input {name}: shape must be a list of sizes")
+        if "binary_data_size" in (tensor.get("parameters") or {}):
+            raise RequestError(f"input {name}: binary tensor data is not served; send it as JSON")
+        if datatype == BYTES:
+            arrays[name] = _bytes_array(name, tensor.get("data"), shape)
+            continue
         try:
             array = numpy.asarray(tensor.get("data"), dtype=V2_DATATYPES[datatype])
             arrays[name] = array.reshape(shape)
@@ -96,27 +123,83 @@ def v2_inputs(body: Any) -> dict[str, Any]:
     return arrays
 
 
+def _elements(data: list[Any]) -> Iterator[Any]:
+    """The elements of a JSON tensor in row-major order, nested lists flattened (without
+    recursion: the nesting is the client's)."""
+    stack = [iter(data)]
+    while stack:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+        elif isinstance(item, list):
+            stack.append(iter(item))
+        else:
+            yield item
+
+
+def _bytes_array(name: str, data: Any, shape: list[int]) -> Any:
+    """A ``BYTES`` input: each element a JSON string, taken as its UTF-8 bytes."""
+    import numpy
+
+    if not isinstance(data, list):
+        raise RequestError(f"input {name}: data must be a list of strings")
+    elements = list(_elements(data))
+    if not all(isinstance(element, str) for element in elements):
+        raise RequestError(f"input {name}: BYTES data must be JSON strings")
+    if len(elements) != math.prod(shape):
+        raise RequestError(
+            f"input {name}: data does not fit shape {shape}: {len(elements)} elements for "
+            f"{math.prod(shape)}"
+        )
+    array = numpy.empty(len(elements), dtype=object)
+    try:
+        array[:] = [element.encode("utf-8") for element in elements]
+    except UnicodeEncodeError:
+        raise RequestError(f"input {name}: an element is not UTF-8 text") from None
+    return array.reshape(shape)
+
+
+def _text(name: str, element: Any) -> str:
+    if isinstance(element, bytes):
+        try:
+            return element.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    raise ResponseError(
+        f"output {name} holds an element that is not UTF-8 text, which a JSON response cannot carry"
+    )
+
+
 def v2_outputs(model: str, outputs: Mapping[str, Any]) -> dict[str, Any]:
-    """A KServe v2 JSON response of ``outputs`` (name to a numpy array)."""
+    """A KServe v2 JSON response of ``outputs`` (name to a numpy array; ``BYTES`` outputs as
+    the in-process API returns them, arrays of ``bytes`` objects)."""
     tensors = []
     for name, array in outputs.items():
-        datatype = _NUMPY_DATATYPES.get(str(array.dtype))
+        datatype = BYTES if array.dtype == object else _NUMPY_DATATYPES.get(str(array.dtype))
         if datatype is None:
-            raise RequestError(f"output {name} has type {array.dtype}, which is not served")
+            raise ResponseError(f"output {name} has type {array.dtype}, which is not served")
+        if datatype == BYTES:
+            data = [_text(name, element) for element in array.flatten()]
+        else:
+            data = array.flatten().tolist()
         tensors.append(
-            {
-                "name": name,
-                "shape": list(array.shape),
-                "datatype": datatype,
-                "data": array.flatten().tolist(),
-            }
+            {"name": name, "shape": list(array.shape), "datatype": datatype, "data": data}
         )
     return {"model_name": model, "outputs": tensors}
 
 
+def host_array(tensor: Any) -> Any:
+    """A response tensor of the in-process API as a numpy array on the host: ``BYTES``
+    deserialized by the API (``Tensor.to_bytes_array``), other types through DLPack."""
+    import numpy
+
+    if tensor.data_type.name == BYTES:
+        return tensor.to_bytes_array()
+    return numpy.from_dlpack(tensor)
+
+
 def add_v2_inference(app: Any, server: Any, models: Sequence[str]) -> None:
     """Add ``POST /v2/models/<model>/infer`` for ``models`` (the framework models) to ``app``."""
-    import numpy
     from fastapi import Request
     from fastapi.responses import JSONResponse
 
@@ -126,17 +209,25 @@ def add_v2_inference(app: Any, server: Any, models: Sequence[str]) -> None:
         if model not in served:
             return JSONResponse({"error": f"no framework model {model!r}"}, status_code=404)
         try:
-            inputs = v2_inputs(await request.json())
+            if BINARY_HEADER in request.headers:
+                raise RequestError("binary tensor data is not served; send the tensors as JSON")
+            try:
+                body = json.loads(await request.body())
+            except (ValueError, RecursionError):
+                raise RequestError("the body is not JSON") from None
+            inputs = v2_inputs(body)
             triton_request = server.model(model).create_request(
                 inputs=inputs, output_memory_type="cpu"
             )
             outputs: dict[str, Any] = {}
             async for response in server.model(model).async_infer(triton_request):
                 for name, tensor in response.outputs.items():
-                    outputs[name] = numpy.from_dlpack(tensor)
+                    outputs[name] = host_array(tensor)
             return JSONResponse(v2_outputs(model, outputs))
         except RequestError as error:
             return JSONResponse({"error": str(error)}, status_code=400)
+        except ResponseError as error:
+            return JSONResponse({"error": str(error)}, status_code=500)
 
     # FastAPI resolves annotations in the module's globals, where Request (imported here, so
     # that the module needs nothing beyond the standard library until the server starts) is not.

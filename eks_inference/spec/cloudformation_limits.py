@@ -8,7 +8,9 @@ template size, so that validation can refuse such a platform and name the field 
 The figures are those the constructs create, one term per construct: every managed node group
 is a launch template, the node group and two custom resources (each with a policy) that copy
 its autoscaler tags onto its Auto Scaling group; every deployment is one nested-stack resource
-in the parent; every exposed deployment adds its ``BaseUrl`` output; the Mountpoint driver's
+in the parent; every base URL the stack outputs (an exposed deployment's, a traffic split's:
+:func:`~eks_inference.spec.routes.base_url_outputs`, what the stack creates them from) is an
+output, and the splits' Ingresses one manifest resource; the Mountpoint driver's
 role grows by two statements per bucket prefix mounted, which CDK moves into managed policies
 beyond the inline policy size (simulated here as CDK packs them). The tests synthesize several
 shapes of platform and check every count exactly and the size within its margin.
@@ -28,9 +30,10 @@ from eks_inference.artifacts import artifact_prefix
 from eks_inference.catalog import Accelerator
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.endpoints import Endpoint
+from eks_inference.spec.engines import engine_of
 from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.provisioning import NodeProvisioning
-from eks_inference.spec.routes import Route
+from eks_inference.spec.routes import Route, SplitRoute, base_url_outputs
 
 # CloudFormation's quotas per stack ("Understand CloudFormation quotas" in the CloudFormation
 # User Guide; cfn-lint's limits agree). Templates are passed through S3 (CDK uploads each as
@@ -94,6 +97,8 @@ _API_KEY_RESOURCES, _API_KEY_BYTES = 6, 5_800
 _API_KEY_OUTPUTS = 1
 # The lookup of the load balancer's DNS name, for routes without a host of their own.
 _HOST_LOOKUP_RESOURCES, _HOST_LOOKUP_BYTES = 1, 900
+# The manifest of the splits' Ingresses (one resource for them all), and each Ingress in it.
+_SPLITS_RESOURCES, _SPLITS_BYTES, _SPLIT_BYTES = 1, 1_000, 2_000
 # A deployment's nested-stack resource (its parameters and dependencies, and its name, which
 # appears in its logical id and path) and an exposed deployment's output.
 _DEPLOYMENT_RESOURCES = 1
@@ -122,13 +127,15 @@ def parent_stack_use(
     deployments: Sequence[ModelDeploymentSpec],
     endpoint: Endpoint | None,
     routes: Mapping[str, Route],
+    splits: Sequence[SplitRoute],
 ) -> ParentStackUse:
     """The parent stack's resources, outputs and template size for these parts of a platform.
 
     ``routes`` are the exposed deployments' routes by deployment name (empty without an
-    endpoint).
+    endpoint), ``splits`` the endpoint's traffic splits.
     """
     resources, outputs, size = _CORE_RESOURCES, _CORE_OUTPUTS, _CORE_BYTES
+    urls = base_url_outputs(routes, splits)
     if node_provisioning.uses_karpenter:
         resources += _KARPENTER_RESOURCES
         size += _KARPENTER_BYTES
@@ -145,9 +152,12 @@ def parent_stack_use(
             size += _API_KEY_BYTES
             # The command printing the key is an output beside the base URLs, if any.
             outputs += _API_KEY_OUTPUTS if routes else 0
-        if any(route.host is None for route in routes.values()):
+        if any(url.route.host is None for url in urls):
             resources += _HOST_LOOKUP_RESOURCES
             size += _HOST_LOOKUP_BYTES
+        if splits:
+            resources += _SPLITS_RESOURCES
+            size += _SPLITS_BYTES + len(splits) * _SPLIT_BYTES
 
     pools = _node_pools_use(node_pools, node_provisioning)
     prefixes = mounted_prefixes(deployments)
@@ -155,12 +165,12 @@ def parent_stack_use(
     grants = (1 if prefixes else 0) + overflow
     deployments_use = StackUse(
         resources=len(deployments) * _DEPLOYMENT_RESOURCES + grants,
-        outputs=len(routes),
+        outputs=len(urls),
         template_bytes=sum(
             _DEPLOYMENT_BYTES + _DEPLOYMENT_BYTES_PER_NAME_CHARACTER * len(spec.name)
             for spec in deployments
         )
-        + len(routes) * _ROUTE_OUTPUT_BYTES
+        + len(urls) * _ROUTE_OUTPUT_BYTES
         + (_MOUNTPOINT_POLICY_BYTES if prefixes else 0)
         + len(prefixes) * _MOUNTPOINT_PREFIX_BYTES
         + overflow * _MANAGED_POLICY_BYTES,
@@ -205,13 +215,16 @@ def _node_pools_use(
 
 def mounted_prefixes(deployments: Iterable[ModelDeploymentSpec]) -> list[str]:
     """The bucket prefixes the Mountpoint driver is granted, in grant order, each once: the
-    weights of deployments loading through Mountpoint, and compiled Neuron artifacts."""
+    weights of deployments loading through Mountpoint, compiled Neuron artifacts, and what
+    else an engine mounts (:meth:`~eks_inference.spec.engines.Engine.mounted_prefixes`)."""
     prefixes: dict[str, None] = {}
     for spec in deployments:
         if spec.weights.loader == "mountpoint":
             prefixes.setdefault(spec.weights.prefix)
         if spec.has_compiled_artifacts:
             prefixes.setdefault(artifact_prefix(spec))
+        for prefix in engine_of(spec).mounted_prefixes(spec):
+            prefixes.setdefault(prefix)
     return list(prefixes)
 
 

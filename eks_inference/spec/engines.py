@@ -39,6 +39,8 @@ _ENGINE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,29}$")
 # Weights from the model bucket through the Mountpoint for S3 CSI driver: every engine can
 # read a mounted directory, so it is what an engine supports unless it says otherwise.
 MOUNTPOINT = "mountpoint"
+# The OpenAI API, ``/v1`` and below: the path every engine's servers answer clients on.
+OPENAI_API_PATH = "/v1"
 
 
 class Engine(ABC):
@@ -69,6 +71,11 @@ class Engine(ABC):
         """The ``weights.loader`` values it reads weights with on ``accelerator``."""
         return frozenset({MOUNTPOINT})
 
+    def mounted_prefixes(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        """Bucket prefixes its servers mount through Mountpoint beside the weights (Triton's
+        framework models' files), which the Mountpoint driver is granted."""
+        return ()
+
     def own_fields(self) -> frozenset[str]:
         """Fields of the spec only this engine reads (``triton``): set on a spec naming
         another engine, they would be ignored, so they are refused there."""
@@ -93,6 +100,15 @@ class Engine(ABC):
     def served_model_names(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         """The model names clients send in requests (``model``): the Hugging Face id."""
         return (spec.model.id,)
+
+    def api_paths(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        """The path prefixes the load balancer forwards to ``spec``'s servers: the OpenAI API.
+
+        Each is one listener rule of the platform's load balancer (the deployment's route
+        holds them, :attr:`~eks_inference.spec.routes.Route.api_paths`, and validation counts
+        them against the load balancer's quota); every one must be behind the API key.
+        """
+        return (OPENAI_API_PATH,)
 
     def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
         """Replicas a rollout runs beside the current ones; the node pool must hold them."""

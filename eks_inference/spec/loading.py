@@ -244,21 +244,26 @@ class Weights(BaseModel):
         return self.fsx or Lustre()
 
 
+def unpinned_image_problem(reference: str, why: str) -> str | None:
+    """What is wrong with an image ``reference`` that is not pinned by digest, with the fix
+    (``why`` says what a tag could change); ``None`` for a pinned one."""
+    if PINNED_IMAGE.fullmatch(reference):
+        return None
+    if _TAGGED_IMAGE.fullmatch(reference):
+        fix = (
+            f"pin it by digest: {reference}@sha256:<digest> (docker buildx imagetools "
+            f"inspect {reference} prints it)"
+        )
+    else:
+        fix = "use [registry/]repository[:tag]@sha256:<64 hex digits>"
+    return f"{reference!r} is not pinned by digest ({why}); {fix}"
+
+
 def _check_image(image: WeightsImage, problems: Problems) -> None:
     reference = image.reference
-    if not PINNED_IMAGE.match(reference):
-        if _TAGGED_IMAGE.match(reference):
-            fix = (
-                f"pin it by digest: {reference}@sha256:<digest> (docker buildx imagetools "
-                f"inspect {reference} prints it)"
-            )
-        else:
-            fix = "use [registry/]repository[:tag]@sha256:<64 hex digits>"
-        problems.add(
-            ("image", "reference"),
-            f"{reference!r} is not pinned by digest (a tag can later name other weights); {fix}",
-            reference,
-        )
+    problem = unpinned_image_problem(reference, "a tag can later name other weights")
+    if problem is not None:
+        problems.add(("image", "reference"), problem, reference)
     if not _IMAGE_PATH.match(image.path) or "/../" in f"{image.path}/" or "/./" in image.path:
         problems.add(
             ("image", "path"),

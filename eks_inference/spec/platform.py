@@ -330,6 +330,7 @@ def _check_cloudformation_limits(platform: PlatformSpec, problems: Problems) -> 
         platform.deployments,
         platform.endpoint,
         platform.routes(),
+        platform.splits(),
     )
     pools, deployments = len(platform.node_pools), len(platform.deployments)
     named: set[str] = set()
@@ -373,9 +374,10 @@ def _check_cloudformation_limits(platform: PlatformSpec, problems: Problems) -> 
         over = use.total.outputs - limits.MAX_OUTPUTS
         problems.add(
             ("deployments",),
-            f"the stack would have {use.total.outputs} outputs (one base URL per exposed "
-            f"deployment), over CloudFormation's {limits.MAX_OUTPUTS} per stack; expose "
-            f"{over} fewer deployments",
+            f"the stack would have {use.total.outputs} outputs, {use.deployments.outputs} of "
+            "them base URLs (one per exposed deployment and per traffic split), over "
+            f"CloudFormation's {limits.MAX_OUTPUTS} per stack; expose {over} fewer "
+            "deployments, or remove splits",
         )
 
 

@@ -30,7 +30,7 @@ from eks_inference import load_budget, sizing
 from eks_inference.names import VPC_CIDR
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.endpoints import Endpoint, Scheme, TrafficSplit
-from eks_inference.spec.engines import engine_of
+from eks_inference.spec.engines import OPENAI_API_PATH, engine_of
 from eks_inference.spec.validation import Problems
 
 # The idle timeout's bounds: at least 300 s for any deployment; at most the largest value an
@@ -40,10 +40,16 @@ MAX_IDLE_TIMEOUT_S = 4000
 # The decode bound is a ceiling (weights and KV cache streamed at full memory bandwidth): a
 # sequence is given twice the time the bound implies.
 IDLE_TIMEOUT_MARGIN = 2
-# An ALB has at most 100 listener rules and 100 target groups by default (quotas that can be
-# raised); each exposed deployment takes one of each: one rule for its API path, since every
-# other path falls through to the listener's default fixed 404 and needs no rule of its own.
-MAX_ROUTES_PER_LOAD_BALANCER = 100
+# An ALB has at most 100 listener rules (beside the default rule) and 100 target groups by
+# default ("Quotas for your Application Load Balancers" in the ELB User Guide; quotas that
+# can be raised). The AWS Load Balancer Controller makes a listener rule of every path of
+# every Ingress of the group and a target group of every Service and port an Ingress
+# forwards to (pkg/ingress/model_build_listener_rules.go and model_build_target_group.go at
+# v3.5.0): what each route takes is its :attr:`Route.listener_rules` and
+# :attr:`Route.target_groups` (a split's likewise). Every other path falls through to the
+# listener's default fixed 404 and takes no rule.
+MAX_LISTENER_RULES = 100
+MAX_TARGET_GROUPS = 100
 # IngressGroup names: lowercase alphanumerics, '-' or '.', at most 63 characters.
 _MAX_GROUP_LENGTH = 63
 
@@ -54,8 +60,10 @@ class Route:
 
     ``load_balancer`` is the IngressGroup every exposed deployment's Ingress joins; ``host``
     (or ``None``: any host) and ``path`` (or ``None``: the root, with host routing) select
-    the deployment's requests; only its ``/v1`` paths below them reach the server, by one
-    listener rule. The clients' networks are ``source_cidrs``, the endpoint's; when it
+    the deployment's requests; only its ``api_paths`` below them reach the server (the
+    OpenAI API ``/v1``, and what else its engine serves clients,
+    :meth:`~eks_inference.spec.engines.Engine.api_paths`), each by a listener rule of its
+    own. The clients' networks are ``source_cidrs``, the endpoint's; when it
     lists none (an internal endpoint) the Ingress accepts the cluster's VPC only, whose range
     the charts' render context carries
     (:attr:`~eks_inference.charts.common.RenderContext.vpc_cidr`), so that an internal load
@@ -73,11 +81,22 @@ class Route:
     source_cidrs: tuple[str, ...]
     idle_timeout_seconds: int
     api_key: bool
+    api_paths: tuple[str, ...]
 
     @property
     def protocol(self) -> str:
         """``https`` when the load balancer has a certificate, else ``http``."""
         return "https" if self.certificate_arn else "http"
+
+    @property
+    def listener_rules(self) -> int:
+        """The load balancer's listener rules the route takes: one per API path."""
+        return len(self.api_paths)
+
+    @property
+    def target_groups(self) -> int:
+        """The target groups it takes: one, every path going to the deployment's Service."""
+        return 1
 
     def base_url(self, load_balancer_host: str | None = None) -> str:
         """The OpenAI base URL (``.../v1``), at ``host`` or, without one, the load balancer's
@@ -93,12 +112,32 @@ class Route:
 @dataclass(frozen=True)
 class SplitRoute:
     """A traffic split's place on the load balancer: its ``host`` and ``path`` (as a
-    :class:`Route`'s), and the ``targets``, each a deployment's route with its weight."""
+    :class:`Route`'s), and the ``targets``, each a deployment's route with its weight.
+
+    A split forwards the OpenAI API only (``api_paths``), whatever else its targets serve
+    on their own routes.
+    """
 
     name: str
     host: str | None
     path: str | None
     targets: tuple[tuple[Route, int], ...]
+
+    @property
+    def api_paths(self) -> tuple[str, ...]:
+        """The path prefixes the split forwards: the OpenAI API."""
+        return (OPENAI_API_PATH,)
+
+    @property
+    def listener_rules(self) -> int:
+        """The listener rules the split takes: one per API path, to its forward action."""
+        return len(self.api_paths)
+
+    @property
+    def target_groups(self) -> int:
+        """The target groups it takes: one per target, since the controller makes a target
+        group of each Service an Ingress forwards to, beside the targets' own routes'."""
+        return len(self.targets)
 
     @property
     def load_balancer(self) -> Route:
@@ -111,6 +150,41 @@ class SplitRoute:
         if host is None:
             raise ValueError(f"split {self.name!r} has no host name: pass the load balancer's")
         return f"{self.load_balancer.protocol}://{host}{self.path or ''}/v1"
+
+
+@dataclass(frozen=True)
+class BaseUrlOutput:
+    """A stack output telling clients a base URL: ``output_id`` names it (unique in the
+    stack), ``route`` is the deployment's or split's route whose URL it holds."""
+
+    output_id: str
+    description: str
+    route: Route | SplitRoute
+
+
+def base_url_outputs(
+    routes: Mapping[str, Route], splits: Sequence[SplitRoute]
+) -> tuple[BaseUrlOutput, ...]:
+    """The base-URL outputs of the stack: ``BaseUrl-<deployment>`` for every exposed
+    deployment and ``BaseUrl-split-<split>`` for every split. The stack creates these and no
+    others, and the CloudFormation quota check counts these
+    (:func:`~eks_inference.spec.cloudformation_limits.parent_stack_use`)."""
+    return (
+        *(
+            BaseUrlOutput(
+                f"BaseUrl-{name}", f"OpenAI-compatible base URL of deployment {name}", route
+            )
+            for name, route in routes.items()
+        ),
+        *(
+            BaseUrlOutput(
+                f"BaseUrl-split-{split.name}",
+                f"OpenAI-compatible base URL of traffic split {split.name}",
+                split,
+            )
+            for split in splits
+        ),
+    )
 
 
 def load_balancer_group(cluster_name: str) -> str:
@@ -200,6 +274,7 @@ def resolve_routes(
             source_cidrs=endpoint.source_cidrs,
             idle_timeout_seconds=idle_timeout,
             api_key=endpoint.authentication == "api_key",
+            api_paths=engine_of(spec).api_paths(spec),
         )
         for spec in chosen
     }
@@ -369,8 +444,8 @@ def check_routes(
     * no two routes overlap: a request must have exactly one deployment to go to, so equal
       paths (on overlapping hosts), a path that is a prefix of another, or equal hosts fail
       under the later deployment's field, naming the earlier one;
-    * at most :data:`MAX_ROUTES_PER_LOAD_BALANCER` exposed deployments (one listener rule
-      and one target group each);
+    * the routes and splits fit the load balancer's quotas of listener rules and target
+      groups (:func:`check_load_balancer_quotas`);
     * each deployment's idle timeout fits the ALB's maximum.
     """
     check_names(deployments, problems)
@@ -461,14 +536,46 @@ def check_routes(
                 source_cidrs=split.load_balancer.source_cidrs,
                 idle_timeout_seconds=split.load_balancer.idle_timeout_seconds,
                 api_key=split.load_balancer.api_key,
+                api_paths=split.api_paths,
             )
         )
-    rules = len(routes) + len(endpoint.splits)
-    if rules > MAX_ROUTES_PER_LOAD_BALANCER:
+    check_load_balancer_quotas(routes, resolve_splits(endpoint, routes), problems)
+
+
+def check_load_balancer_quotas(
+    routes: Mapping[str, Route], splits: Sequence[SplitRoute], problems: Problems
+) -> None:
+    """The routes and splits fit the load balancer's listener rules and target groups, each
+    counted by the route that takes them (:attr:`Route.listener_rules`,
+    :attr:`Route.target_groups`; a split's likewise). The excess fails under ``endpoint``
+    with the counts, the rules first: what fixes them (fewer routes) fixes the target groups
+    of the same routes."""
+    fix = "set endpoint.expose: false on some deployments, or remove splits"
+    by_routes = sum(route.listener_rules for route in routes.values())
+    by_splits = sum(split.listener_rules for split in splits)
+    if by_routes + by_splits > MAX_LISTENER_RULES:
+        several = [route for route in routes.values() if route.listener_rules > 1]
+        example = (
+            f"; {len(several)} serve more than /v1, e.g. {several[0].deployment}: "
+            f"{', '.join(several[0].api_paths)}"
+            if several
+            else ""
+        )
         problems.add(
             ("endpoint",),
-            f"{len(routes)} deployments are exposed and {len(endpoint.splits)} splits route, "
-            f"but an ALB holds at most {MAX_ROUTES_PER_LOAD_BALANCER} listener rules and target "
-            "groups, one of each per deployment (and a rule per split); set endpoint.expose: "
-            "false on some deployments",
+            f"the load balancer would need {by_routes + by_splits} listener rules, "
+            f"{by_routes} for the API paths of {len(routes)} exposed deployments (one per "
+            f"path{example}) and {by_splits} for {len(splits)} splits, over the "
+            f"{MAX_LISTENER_RULES} an ALB holds; {fix}",
+        )
+        return
+    by_routes = sum(route.target_groups for route in routes.values())
+    by_splits = sum(split.target_groups for split in splits)
+    if by_routes + by_splits > MAX_TARGET_GROUPS:
+        problems.add(
+            ("endpoint",),
+            f"the load balancer would need {by_routes + by_splits} target groups, "
+            f"{by_routes} for {len(routes)} exposed deployments and {by_splits} for the "
+            f"targets of {len(splits)} splits (one per target), over the {MAX_TARGET_GROUPS} "
+            f"an ALB holds; {fix}",
         )

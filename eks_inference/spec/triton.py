@@ -20,19 +20,19 @@ ONNX Runtime and PyTorch are in the general ``-py3`` image, which has no vLLM (N
 answers in triton-inference-server/server issues 6708, 7445 and 8342; the
 ``-vllm-python-py3`` rows of ``docs/introduction/compatibility.md`` at v2.63.0). A
 repository that mixes the two runs on an image built from both, named in ``triton.image``
-by digest with the backends it carries (``docs/triton.md`` shows the two-line build).
+by digest with the backends it carries (``docs/triton.md`` gives its Dockerfile).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from eks_inference import sizing, versions
 from eks_inference.aws_types import KeyPrefix
+from eks_inference.spec.loading import unpinned_image_problem
 from eks_inference.spec.validation import Problems, rule_error
 
 if TYPE_CHECKING:
@@ -80,8 +80,6 @@ MAX_QUEUE_DELAY_US = 10_000_000
 _MODEL_NAME = r"^[a-z][a-z0-9_-]{0,62}$"
 # A tensor's name as frameworks export it (ONNX graph inputs, TorchScript's INPUT__0).
 _TENSOR_NAME = r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,127}$"
-# An image pinned by digest: <registry>/<repository>@sha256:<64 hex>.
-_DIGEST_IMAGE = re.compile(r"^[a-z0-9][a-z0-9.-]*(:[0-9]+)?(/[a-z0-9._-]+)+@sha256:[0-9a-f]{64}$")
 
 
 def _dimension(value: int) -> int:
@@ -91,11 +89,9 @@ def _dimension(value: int) -> int:
 
 
 def _digest_image(value: str) -> str:
-    if not _DIGEST_IMAGE.fullmatch(value):
-        raise rule_error(
-            "a custom Triton image must be pinned by digest: write it as "
-            "<registry>/<repository>@sha256:<64 hex digits>"
-        )
+    problem = unpinned_image_problem(value, "a tag can later name another build")
+    if problem is not None:
+        raise rule_error(problem)
     return value
 
 
@@ -192,7 +188,7 @@ class TritonImage(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     uri: Annotated[str, AfterValidator(_digest_image)] = Field(
-        description="<registry>/<repository>@sha256:<digest>"
+        max_length=512, description="<registry>/<repository>[:<tag>]@sha256:<digest>"
     )
     backends: tuple[Literal["vllm", "onnxruntime", "pytorch", "python", "tensorrt"], ...] = Field(
         min_length=1, max_length=8
@@ -239,6 +235,11 @@ class TritonOptions(BaseModel):
     @property
     def framework_models(self) -> tuple[TritonModel, ...]:
         return tuple(m for m in self.models if not m.is_llm)
+
+    @property
+    def mounted_prefix(self) -> str | None:
+        """The bucket prefix the server mounts the framework models' files from, if any."""
+        return self.repository_prefix if self.framework_models else None
 
     @property
     def image_uri(self) -> str:

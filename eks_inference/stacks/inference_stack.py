@@ -33,7 +33,7 @@ from eks_inference.constructs import (
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import Placement, PlatformSpec
-from eks_inference.spec.routes import Route, api_key_secret_name
+from eks_inference.spec.routes import Route, api_key_secret_name, base_url_outputs
 
 # Where the controller writes the load balancer's DNS name on an Ingress it serves; it appears
 # a minute or two after the Ingress, once the load balancer exists.
@@ -258,38 +258,36 @@ class InferenceStack(Stack):
     def _endpoint_outputs(
         self, platform: PlatformSpec, routes: Mapping[str, Route], stacks: Mapping[str, NestedStack]
     ) -> None:
-        """A ``BaseUrl-<deployment>`` output per route, and ``ApiKeyCommand`` with a key."""
+        """The base-URL outputs (:func:`~eks_inference.spec.routes.base_url_outputs`: one per
+        route and per split), and ``ApiKeyCommand`` with a key."""
         if not routes:
             return
         scope = Construct(self, "Endpoints")
+        outputs = base_url_outputs(routes, platform.splits())
         load_balancer_host: str | None = None
-        for name, route in routes.items():
-            if route.host is None and load_balancer_host is None:
-                # Every Ingress of the group names the same load balancer: read it once.
-                lookup = eks.KubernetesObjectValue(
-                    scope,
-                    "LoadBalancerHost",
-                    cluster=self.cluster.eks_cluster,
-                    object_type="ingress",
-                    object_name=name,
-                    object_namespace=INFERENCE_NAMESPACE,
-                    json_path=_LOAD_BALANCER_HOST_PATH,
-                    timeout=_LOAD_BALANCER_HOST_TIMEOUT,
-                )
-                lookup.node.add_dependency(stacks[name])
-                load_balancer_host = lookup.value
-            CfnOutput(
-                scope,
-                f"BaseUrl-{name}",
-                value=route.base_url(load_balancer_host),
-                description=f"OpenAI-compatible base URL of deployment {name}",
+        if any(output.route.host is None for output in outputs):
+            # Every Ingress of the group names the same load balancer: read it from one.
+            name = next(
+                (n for n, route in routes.items() if route.host is None), next(iter(routes))
             )
-        for split in platform.splits():
+            lookup = eks.KubernetesObjectValue(
+                scope,
+                "LoadBalancerHost",
+                cluster=self.cluster.eks_cluster,
+                object_type="ingress",
+                object_name=name,
+                object_namespace=INFERENCE_NAMESPACE,
+                json_path=_LOAD_BALANCER_HOST_PATH,
+                timeout=_LOAD_BALANCER_HOST_TIMEOUT,
+            )
+            lookup.node.add_dependency(stacks[name])
+            load_balancer_host = lookup.value
+        for output in outputs:
             CfnOutput(
                 scope,
-                f"BaseUrl-split-{split.name}",
-                value=split.base_url(load_balancer_host),
-                description=f"OpenAI-compatible base URL of traffic split {split.name}",
+                output.output_id,
+                value=output.route.base_url(load_balancer_host),
+                description=output.description,
             )
         if self.api_keys is not None:
             CfnOutput(

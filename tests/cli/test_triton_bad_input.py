@@ -28,6 +28,11 @@ def _pinned_image(data: dict[str, Any]) -> None:
     del _triton(data)["triton"]["image"]
 
 
+def _image_by_tag(data: dict[str, Any]) -> None:
+    image = _triton(data)["triton"]["image"]
+    image["uri"] = image["uri"].split("@", 1)[0]
+
+
 def _too_large(data: dict[str, Any]) -> None:
     _triton(data)["triton"]["models"][1]["gpu_memory_mib"] = 12_288
 
@@ -52,6 +57,16 @@ def _unexposed(data: dict[str, Any]) -> None:
             _pinned_image,
             ("deployments.0.triton.models.1.backend:", "name it in triton.image"),
             id="backend-not-in-image",
+        ),
+        pytest.param(
+            _image_by_tag,
+            (
+                "deployments.0.triton.image.uri:",
+                "is not pinned by digest (a tag can later name another build); pin it by "
+                "digest: 111122223333.dkr.ecr.us-east-1.amazonaws.com/triton-vllm-onnx:25.11"
+                "@sha256:<digest>",
+            ),
+            id="image-without-digest",
         ),
         pytest.param(
             _too_large,

@@ -1,9 +1,15 @@
 """The Triton launcher: the API-key check in front of the frontend's app, and KServe's v2
-inference route for the framework models, against a stand-in of the in-process server."""
+inference route for the framework models, against a stand-in of the in-process server.
+
+``BYTES`` tensors are checked against the pinned release's own HTTP client (tritonclient
+2.63.0, Triton 25.11): it writes the request body a client sends as JSON and parses the
+response, as it would from Triton's own HTTP frontend.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,6 +17,7 @@ import numpy
 import pytest
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
+from tritonclient.http import InferenceServerClient, InferInput, InferRequestedOutput
 
 from eks_inference.charts.engines.triton import LAUNCHER_COMMAND, SHIPPED_MODULES
 from eks_inference.charts.shipped import SHIPPED_PACKAGE
@@ -18,6 +25,7 @@ from eks_inference.serve.triton_openai import (
     INFER_PATH,
     READY_PATH,
     RequestError,
+    ResponseError,
     TritonAPIKeyMiddleware,
     add_v2_inference,
     v2_inputs,
@@ -28,15 +36,52 @@ from tests.serve.fakes import call_app
 KEY = "test-key-123"
 
 
+class _DataType:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _Tensor:
+    """The in-process API's Tensor as far as the launcher reads it: numeric ones through
+    DLPack; BYTES ones held as Triton holds them (each element after its 4-byte length) and
+    read back by ``to_bytes_array``, as core r25.11's ``_tensor.py`` does."""
+
+    def __init__(self, array: Any) -> None:
+        self.shape = array.shape
+        if array.dtype == object:
+            self.data_type = _DataType("BYTES")
+            self._buffer = b"".join(struct.pack("@I", len(e)) + e for e in array.flatten())
+        else:
+            self.data_type = _DataType(str(array.dtype).upper())
+            self._array = array
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> Any:
+        return self._array.__dlpack_device__()
+
+    def to_bytes_array(self) -> Any:
+        elements, offset = [], 0
+        while offset < len(self._buffer):
+            (length,) = struct.unpack_from("@I", self._buffer, offset)
+            elements.append(self._buffer[offset + 4 : offset + 4 + length])
+            offset += 4 + length
+        array = numpy.empty(len(elements), dtype=object)
+        array[:] = elements
+        return array.reshape(self.shape)
+
+
 class _Response:
     def __init__(self, outputs: dict[str, Any]) -> None:
-        self.outputs = outputs
+        self.outputs = {name: _Tensor(array) for name, array in outputs.items()}
 
 
 class _Model:
     """The in-process API's Model: create_request, then async_infer yielding responses."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.requests: list[dict[str, Any]] = []
 
     def create_request(self, **kwargs: Any) -> dict[str, Any]:
@@ -44,17 +89,24 @@ class _Model:
         return kwargs
 
     async def async_infer(self, request: dict[str, Any]) -> AsyncIterator[_Response]:
-        ids = request["inputs"]["input_ids"]
-        yield _Response({"embedding": numpy.asarray(ids, dtype="float32") * 2})
+        inputs = request["inputs"]
+        if self.name == "embed":
+            yield _Response({"embedding": numpy.asarray(inputs["input_ids"], dtype="float32") * 2})
+            return
+        # "label": upper-cases each text element and counts its bytes; "\xff" for "binary".
+        text = inputs["text"]
+        upper = numpy.empty(text.size, dtype=object)
+        upper[:] = [b"\xff" if e == b"binary" else e.decode().upper().encode() for e in text.flat]
+        lengths = numpy.asarray([len(e) for e in text.flat], dtype="int64")
+        yield _Response({"upper": upper.reshape(text.shape), "length": lengths.reshape(text.shape)})
 
 
 class _Server:
     def __init__(self) -> None:
-        self.embed = _Model()
+        self.models = {"embed": _Model("embed"), "label": _Model("label")}
 
     def model(self, name: str) -> _Model:
-        assert name == "embed"
-        return self.embed
+        return self.models[name]
 
 
 def _app() -> tuple[Any, _Server]:
@@ -73,7 +125,7 @@ def _app() -> tuple[Any, _Server]:
         return {"data": [{"id": "qwen"}]}
 
     server = _Server()
-    add_v2_inference(frontend, server, ["embed"])
+    add_v2_inference(frontend, server, ["embed", "label"])
     return TritonAPIKeyMiddleware(frontend, KEY), server
 
 
@@ -111,7 +163,7 @@ def test_v2_inference_runs_the_framework_model() -> None:
             {"name": "embedding", "shape": [1, 3], "datatype": "FP32", "data": [2.0, 4.0, 6.0]}
         ],
     }
-    (request,) = server.embed.requests
+    (request,) = server.models["embed"].requests
     assert request["output_memory_type"] == "cpu"
     assert request["inputs"]["input_ids"].dtype == numpy.int64
 
@@ -130,7 +182,7 @@ def test_v2_inference_refuses_other_models_and_bad_tensors() -> None:
     [
         (None, "non-empty list 'inputs'"),
         ({"inputs": [{"shape": [1], "datatype": "FP32", "data": [1]}]}, "needs a name"),
-        ({"inputs": [{"name": "x", "shape": [1], "datatype": "BYTES", "data": ["a"]}]}, "datatype"),
+        ({"inputs": [{"name": "x", "shape": [1], "datatype": "BF16", "data": [1]}]}, "datatype"),
         ({"inputs": [{"name": "x", "shape": [-1], "datatype": "FP32", "data": [1]}]}, "shape"),
     ],
 )
@@ -140,5 +192,114 @@ def test_v2_inputs_say_what_is_wrong(body: Any, message: str) -> None:
 
 
 def test_v2_outputs_refuse_types_the_protocol_lacks() -> None:
-    with pytest.raises(RequestError, match="not served"):
-        v2_outputs("embed", {"text": numpy.asarray(["a"])})
+    with pytest.raises(ResponseError, match="not served"):
+        v2_outputs("embed", {"when": numpy.asarray(["2025-11-01"], dtype="datetime64[D]")})
+
+
+# -- BYTES tensors --------------------------------------------------------------------------
+
+
+def _client_request(texts: Any) -> bytes:
+    """The body the pinned client sends for a BYTES input in JSON, asking for JSON outputs."""
+    text = InferInput("text", list(texts.shape), "BYTES")
+    text.set_data_from_numpy(texts, binary_data=False)
+    outputs = [InferRequestedOutput(name, binary_data=False) for name in ("upper", "length")]
+    body, binary_length = InferenceServerClient.generate_request_body([text], outputs=outputs)
+    assert binary_length is None  # the whole body is JSON
+    encoded: bytes = body
+    return encoded
+
+
+def test_bytes_tensors_round_trip_with_the_pinned_client() -> None:
+    app, server = _app()
+    texts = numpy.asarray([["héllo", "wörld"], ["a", "日本"]], dtype=object)
+    path = INFER_PATH.format(model="label")
+    result = asyncio.run(
+        call_app(
+            app,
+            "POST",
+            path,
+            raw_body=_client_request(texts),
+            request_headers={"authorization": f"Bearer {KEY}"},
+        )
+    )
+    assert result.status == 200, result.body
+    parsed = InferenceServerClient.parse_response_body(result.body)
+    upper = parsed.as_numpy("upper")
+    assert upper.tolist() == [["HÉLLO", "WÖRLD"], ["A", "日本"]]
+    assert parsed.as_numpy("length").tolist() == [[6, 6], [1, 6]]
+    assert result.json()["outputs"][0]["datatype"] == "BYTES"
+    # The model is given each element's UTF-8 bytes, in the request's shape.
+    (request,) = server.models["label"].requests
+    given = request["inputs"]["text"]
+    assert given.dtype == object
+    assert given.shape == (2, 2)
+    assert given.tolist() == [[b"h\xc3\xa9llo", b"w\xc3\xb6rld"], [b"a", "日本".encode()]]
+
+
+def test_a_nested_or_flat_bytes_input_takes_the_requests_shape() -> None:
+    flat = {"inputs": [{"name": "t", "shape": [2, 1], "datatype": "BYTES", "data": ["a", "b"]}]}
+    nested = {
+        "inputs": [{"name": "t", "shape": [2, 1], "datatype": "BYTES", "data": [["a"], ["b"]]}]
+    }
+    for body in (flat, nested):
+        array = v2_inputs(body)["t"]
+        assert array.shape == (2, 1)
+        assert array.tolist() == [[b"a"], [b"b"]]
+    empty = {"inputs": [{"name": "t", "shape": [0], "datatype": "BYTES", "data": []}]}
+    assert v2_inputs(empty)["t"].shape == (0,)
+
+
+@pytest.mark.parametrize(
+    ("data", "shape", "message"),
+    [
+        ([1, 2], [2], "BYTES data must be JSON strings"),
+        (["a", "b", "c"], [2], "data does not fit shape \\[2\\]: 3 elements for 2"),
+        ("ab", [1], "data must be a list of strings"),
+        (["\ud800"], [1], "not UTF-8 text"),
+    ],
+)
+def test_bad_bytes_inputs_say_what_is_wrong(data: Any, shape: list[int], message: str) -> None:
+    body = {"inputs": [{"name": "t", "shape": shape, "datatype": "BYTES", "data": data}]}
+    with pytest.raises(RequestError, match=message):
+        v2_inputs(body)
+
+
+def test_binary_tensor_data_is_refused_naming_json() -> None:
+    app, _ = _app()
+    path = INFER_PATH.format(model="label")
+    texts = numpy.asarray(["a"], dtype=object)
+    text = InferInput("text", [1], "BYTES")
+    text.set_data_from_numpy(texts, binary_data=True)
+    body, json_length = InferenceServerClient.generate_request_body([text])
+    headers = {
+        "authorization": f"Bearer {KEY}",
+        "inference-header-content-length": str(json_length),
+    }
+    result = asyncio.run(call_app(app, "POST", path, raw_body=body, request_headers=headers))
+    assert result.status == 400
+    assert result.json() == {"error": "binary tensor data is not served; send the tensors as JSON"}
+    marked = {
+        "inputs": [
+            {
+                "name": "text",
+                "shape": [1],
+                "datatype": "BYTES",
+                "parameters": {"binary_data_size": 5},
+            }
+        ]
+    }
+    result = _call(app, "POST", path, marked)
+    assert result.status == 400
+    assert "send it as JSON" in result.json()["error"]
+
+
+def test_an_output_that_is_not_text_fails_rather_than_answer_invalid_json() -> None:
+    app, _ = _app()
+    body = {"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["binary"]}]}
+    result = _call(app, "POST", INFER_PATH.format(model="label"), body)
+    assert result.status == 500
+    assert result.json() == {
+        "error": "output upper holds an element that is not UTF-8 text, which a JSON response "
+        "cannot carry"
+    }

@@ -49,7 +49,9 @@ def wide(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return synthesize(app, stack, outdir)
 
 
-def _check(synth: Synthesized) -> None:
+def check_parent_stack_use(synth: Synthesized) -> None:
+    """The estimate of the synthesized platform's parent stack: counts exact, size close;
+    every nested stack within its bound."""
     platform: PlatformSpec = synth.stack.platform
     use = parent_stack_use(
         platform.node_pools,
@@ -57,6 +59,7 @@ def _check(synth: Synthesized) -> None:
         platform.deployments,
         platform.endpoint,
         platform.routes(),
+        platform.splits(),
     ).total
     parent = synth.templates[STACK_NAME]
     assert use.resources == len(parent["Resources"])
@@ -73,14 +76,14 @@ def _check(synth: Synthesized) -> None:
 
 
 def test_the_reference_app(reference: Synthesized) -> None:
-    _check(reference)
+    check_parent_stack_use(reference)
 
 
 def test_the_reference_app_in_karpenter_mode(reference_karpenter: Synthesized) -> None:
-    _check(reference_karpenter)
+    check_parent_stack_use(reference_karpenter)
 
 
 def test_a_wide_platform_with_overflowing_grants(wide: Synthesized) -> None:
     overflow = wide.resources("AWS::IAM::ManagedPolicy")
     assert any("MountpointRoleOverflowPolicy" in key for key in overflow)
-    _check(wide)
+    check_parent_stack_use(wide)

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from eks_inference.spec.cloudformation_limits import mounted_prefixes
 from eks_inference.spec.platform import PlatformSpec
 from tests.conftest import STACK_NAME, Synthesized, cdk_context, synthesize
+from tests.stacks.test_cloudformation_limits import check_parent_stack_use
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "triton-canary.yaml"
 
@@ -69,6 +71,20 @@ def test_the_split_is_applied_after_its_targets(example: Synthesized) -> None:
         assert set(stack_ids) <= depends, target
     outputs = main["Outputs"]
     assert any(k.startswith("EndpointsBaseUrlsplitchat") for k in outputs), sorted(outputs)
+
+
+@pytest.mark.synth
+@pytest.mark.xdist_group("synth")
+def test_the_quota_estimate_counts_the_splits_outputs_and_manifest(example: Synthesized) -> None:
+    """The split's base URL and Ingress manifest, and the framework models' prefix the
+    Mountpoint driver is granted, are in the parent stack's estimate as the stack makes them."""
+    outputs = example.templates[STACK_NAME]["Outputs"]
+    assert len([k for k in outputs if k.startswith("EndpointsBaseUrl")]) == 4
+    platform: PlatformSpec = example.stack.platform
+    estimated = mounted_prefixes(platform.deployments)
+    assert "triton/qwen-triton/" in estimated
+    assert sorted(estimated) == list(example.stack.mountpoint_prefixes)
+    check_parent_stack_use(example)
 
 
 @pytest.mark.synth

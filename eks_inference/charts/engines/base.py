@@ -63,9 +63,9 @@ class Backend:
     balancer drains a target: the pods' termination grace, so a generation in flight is
     never cut off. ``host_header`` is the Host the load balancer sets on every request, for a
     Service that routes by host (a Knative gateway); the deployment's Ingress is created in
-    the Service's namespace.
-    ``api_paths`` are the path prefixes the load balancer forwards to it (the OpenAI API;
-    Triton adds KServe's ``/v2/models`` for its framework models), each behind the API key.
+    the Service's namespace. The paths it is sent are the route's
+    (:attr:`~eks_inference.spec.routes.Route.api_paths`, the engine's
+    :meth:`~eks_inference.spec.engines.Engine.api_paths`).
     """
 
     service: str
@@ -75,7 +75,6 @@ class Backend:
     port: int = OPENAI_PORT
     health_port: int | None = None
     host_header: str | None = None
-    api_paths: tuple[str, ...] = ("/v1",)
 
 
 @dataclass(frozen=True)

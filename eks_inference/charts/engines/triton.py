@@ -46,6 +46,10 @@ from eks_inference.charts.engines.base import (
     ServingEngine,
     WeightsVolume,
 )
+from eks_inference.charts.engines.server_service import (
+    HTTP_PORT_NAME,
+    service_and_disruption_budget,
+)
 from eks_inference.charts.triton_repository import (
     REPOSITORY_PATH,
     RepositoryFile,
@@ -59,7 +63,7 @@ from eks_inference.observability.signals import matchers
 from eks_inference.serve.triton_openai import READY_PATH
 from eks_inference.sizing import pod_resources
 from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.engines import MOUNTPOINT
+from eks_inference.spec.engines import MOUNTPOINT, OPENAI_API_PATH
 from eks_inference.spec.platform import Placement
 from eks_inference.spec.routes import Route
 from eks_inference.spec.triton import TritonOptions, check_gpu_fit, check_triton
@@ -69,10 +73,9 @@ if TYPE_CHECKING:
     from eks_inference.charts.mountpoint import MountpointVolume
 
 COMPONENT = "triton"
-OPENAI_API_PATH = "/v1"
+# KServe's v2 inference routes of the framework models, forwarded beside the OpenAI API.
 V2_MODELS_PATH = "/v2/models"
 CONTAINER_NAME = "triton"
-HTTP_PORT_NAME = "http"
 # The launcher, shipped with the API-key check as the package shipped.SHIPPED_PACKAGE.
 LAUNCHER_MODULE = "triton_openai"
 LAUNCHER_COMMAND = ("python3", "-m", f"{shipped.SHIPPED_PACKAGE}.{LAUNCHER_MODULE}")
@@ -148,10 +151,10 @@ def _server(
             REPOSITORY_FILES_ROLE,
             bucket_name=context.bucket_name,
             region=context.region,
-            prefix=options.repository_prefix,
+            prefix=options.mounted_prefix,
             cache_size_gib=cache_size_gib(0),
         )
-        if options.framework_models and options.repository_prefix is not None
+        if options.mounted_prefix is not None
         else None
     )
     pod_spec = _pod(spec, placement, context, account, weights, volume, route, code, files)
@@ -182,30 +185,7 @@ def _server(
             }
         },
     )
-    service = api_object(
-        "v1",
-        "Service",
-        metadata(spec.name, labels),
-        {
-            "spec": {
-                "type": "ClusterIP",
-                "selector": selector,
-                "ports": [{"name": HTTP_PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}],
-            }
-        },
-    )
-    disruption_budget = api_object(
-        "policy/v1",
-        "PodDisruptionBudget",
-        metadata(spec.name, labels),
-        {
-            "spec": {
-                "maxUnavailable": 1,
-                "selector": {"matchLabels": selector},
-                "unhealthyPodEvictionPolicy": "AlwaysAllow",
-            }
-        },
-    )
+    service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
     account_object = api_object(
         "v1", "ServiceAccount", metadata(account, labels), {"automountServiceAccountToken": False}
     )
@@ -447,6 +427,10 @@ class TritonEngine(ServingEngine):
     def own_fields(self) -> frozenset[str]:
         return frozenset({"triton"})
 
+    def mounted_prefixes(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        prefix = _options(spec).mounted_prefix
+        return () if prefix is None else (prefix,)
+
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
         sized = frozenset(
             {
@@ -494,11 +478,13 @@ class TritonEngine(ServingEngine):
         return _server(spec, placement, context, weights, route)
 
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
-        # The framework models answer on KServe's v2 route, beside the OpenAI API.
-        paths = (OPENAI_API_PATH, V2_MODELS_PATH) if _options(spec).framework_models else None
-        if paths is None:
-            return Backend(spec.name, READY_PATH, TERMINATION_GRACE_S)
-        return Backend(spec.name, READY_PATH, TERMINATION_GRACE_S, api_paths=paths)
+        return Backend(spec.name, READY_PATH, TERMINATION_GRACE_S)
+
+    def api_paths(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        """The OpenAI API and, with framework models, KServe's v2 routes they answer on."""
+        if _options(spec).framework_models:
+            return (OPENAI_API_PATH, V2_MODELS_PATH)
+        return (OPENAI_API_PATH,)
 
     def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         return (COMPONENT,)

@@ -42,6 +42,10 @@ from eks_inference.charts.engines.base import (
     ServingEngine,
     WeightsVolume,
 )
+from eks_inference.charts.engines.server_service import (
+    HTTP_PORT_NAME,
+    service_and_disruption_budget,
+)
 from eks_inference.charts.loading import loader_of
 from eks_inference.load_budget import model_load_seconds, rollout_seconds
 from eks_inference.names import INFERENCE_NAMESPACE
@@ -62,8 +66,6 @@ COMPONENT = "vllm"
 # so an update never lowers capacity; the node pool must have room for it.
 VLLM_ROLLOUT_SURGE = 1
 CONTAINER_NAME = "vllm"
-# The server's one port: the OpenAI API and, on the same port, vLLM's Prometheus /metrics.
-HTTP_PORT_NAME = "http"
 # Probes on vLLM's /health (200 when the engine is alive, 503 when it is dead). The startup
 # probe allows the whole model load budget; after that a replica leaves the Service after 30
 # seconds of failures and is restarted after 90.
@@ -141,30 +143,7 @@ def _server(
             }
         },
     )
-    service = api_object(
-        "v1",
-        "Service",
-        metadata(spec.name, labels),
-        {
-            "spec": {
-                "type": "ClusterIP",
-                "selector": selector,
-                "ports": [{"name": HTTP_PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}],
-            }
-        },
-    )
-    disruption_budget = api_object(
-        "policy/v1",
-        "PodDisruptionBudget",
-        metadata(spec.name, labels),
-        {
-            "spec": {
-                "maxUnavailable": 1,
-                "selector": {"matchLabels": selector},
-                "unhealthyPodEvictionPolicy": "AlwaysAllow",
-            }
-        },
-    )
+    service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
     return ChartObjects(
         (
             service_account,
