@@ -425,6 +425,10 @@ class KServeEngine(ServingEngine):
             loading_alert_seconds=model_load_seconds(spec),
         )
 
+    def scale_to_zero_delay_seconds(self, spec: ModelDeploymentSpec) -> int:
+        """Knative keeps the last replica for the retention period after traffic stops."""
+        return spec.scaling.serverless.retention_seconds
+
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         return (
             f"Knative adds a replica per {spec.target_ongoing_requests} concurrent requests, "
