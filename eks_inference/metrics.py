@@ -365,6 +365,12 @@ KNATIVE_PODS_REQUESTED = Metric(
     KNATIVE,
     "pods the autoscaler asked Kubernetes for (0 while scaled to zero)",
 )
+KNATIVE_PODS_READY = Metric(
+    "kn_revision_pods_count",
+    Kind.GAUGE,
+    KNATIVE,
+    "pods ready to serve (the autoscaler observes its ready count under this name; 0 at zero)",
+)
 KNATIVE_PODS_NOT_READY = Metric(
     "kn_revision_pods_not_ready_count",
     Kind.GAUGE,
@@ -377,7 +383,12 @@ KNATIVE_ACTIVATOR_CONCURRENCY = Metric(
     KNATIVE,
     "requests the activator holds or proxies (all of them while no replica is ready)",
 )
-KNATIVE_METRICS = (KNATIVE_PODS_REQUESTED, KNATIVE_PODS_NOT_READY, KNATIVE_ACTIVATOR_CONCURRENCY)
+KNATIVE_METRICS = (
+    KNATIVE_PODS_REQUESTED,
+    KNATIVE_PODS_READY,
+    KNATIVE_PODS_NOT_READY,
+    KNATIVE_ACTIVATOR_CONCURRENCY,
+)
 
 ALL_METRICS: tuple[Metric, ...] = (
     *VLLM_METRICS,

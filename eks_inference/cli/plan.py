@@ -71,6 +71,13 @@ def plan(
             "the catalog's (repeatable)."
         ),
     ] = None,
+    idle_hours: Annotated[
+        float | None,
+        typer.Option(
+            help="Hours a day without requests, for what deployments that scale to zero save "
+            "(the platform file; default 12)."
+        ),
+    ] = None,
 ) -> None:
     """Memory fit, decode throughput bound and cost: per deployment, or for one configuration."""
     for option, value in (
@@ -105,8 +112,12 @@ def plan(
         spec = inputs.load_platform(platform)
         # Imported once the input is read: a file refused before it is planned costs no more.
         from eks_inference.ops import plan as planning
+        from eks_inference.ops.scale_to_zero import DEFAULT_IDLE_HOURS, require_idle_hours
 
-        platform_plan = planning.plan_platform(spec, planning.parse_spot_prices(spot_price or []))
+        idle = require_idle_hours(DEFAULT_IDLE_HOURS if idle_hours is None else idle_hours)
+        platform_plan = planning.plan_platform(
+            spec, planning.parse_spot_prices(spot_price or []), idle
+        )
         if cold_start_plot is not None:
             _plot_cold_starts(platform_plan, platform, cold_start_plot)
         if json_output:
@@ -119,12 +130,16 @@ def plan(
                 out.print(table)
             out.print(plan_cells.BOUND_NOTE, soft_wrap=True)
             out.print(plan_cells.COLD_START_NOTE, soft_wrap=True)
+            if any(d.scale_to_zero for d in platform_plan.deployments):
+                out.print(plan_cells.SCALE_TO_ZERO_NOTE, soft_wrap=True)
         return
 
     if markdown:
         raise BadInput("--markdown plans the platform file; drop --model")
     if spot_price:
         raise BadInput("--spot-price prices the platform's SPOT pools; use --price-per-hour")
+    if idle_hours is not None:
+        raise BadInput("--idle-hours prices the platform's deployments that scale to zero")
     model_name, entry = inputs.resolve_model(model)
     from eks_inference.ops import plan as planning
 

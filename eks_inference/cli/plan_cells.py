@@ -96,6 +96,12 @@ NUMERIC = {
     "$/h node",
     "GiB",
     "tokens of KV",
+    "cold start s",
+    "to zero after s",
+    "$/idle h",
+    "idle h/day",
+    "h at zero/day",
+    "$/day saved",
 }
 
 
@@ -182,3 +188,44 @@ def cold_start_rows(d: DeploymentPlan) -> list[list[str]]:
             ]
         )
     return rows
+
+
+SCALE_TO_ZERO_HEADERS = (
+    "deployment",
+    "loader",
+    "cold start s",
+    "to zero after s",
+    "$/idle h",
+    "idle h/day",
+    "h at zero/day",
+    "$/day saved",
+)
+SCALE_TO_ZERO_NOTE = (
+    "Deployments at min_replicas 0 (eks_inference/ops/scale_to_zero.py): the first request "
+    "after idle waits the cold start of the deployment's own loader (the cold-start "
+    "estimate; `plan --json` gives its phases) before vLLM starts on it. An hour at zero "
+    "saves the nodes one warm replica would hold at the pool's node price; a day saves that "
+    "for the idle hours (one stretch, --idle-hours, default 12) less the time the engine "
+    "keeps its last replica after the last request (Knative's retention period; Ray Serve's "
+    "downscale delay and the Ray autoscaler's idle timeout). The emptied node is removed "
+    "minutes later still, which is not subtracted: an upper bound."
+)
+
+
+def scale_to_zero_rows(d: DeploymentPlan) -> list[list[str]]:
+    """The deployment's scale-to-zero row, or none when it keeps a replica."""
+    z = d.scale_to_zero
+    if z is None:
+        return []
+    return [
+        [
+            d.name,
+            z.loader,
+            f"{z.cold_start_seconds:.0f}",
+            str(z.delay_seconds),
+            money(z.saved_per_idle_hour),
+            f"{z.idle_hours_per_day:g}",
+            f"{z.hours_at_zero_per_day:.2f}",
+            money(z.saved_per_day),
+        ]
+    ]

@@ -18,6 +18,8 @@ from eks_inference.cli.plan_cells import (
     KV_TIER_HEADERS,
     NUMERIC,
     POOL_HEADERS,
+    SCALE_TO_ZERO_HEADERS,
+    SCALE_TO_ZERO_NOTE,
     WATCH_HEADERS,
     WATCH_NOTE,
     cold_start_rows,
@@ -28,6 +30,7 @@ from eks_inference.cli.plan_cells import (
     money,
     pool_cells,
     rate,
+    scale_to_zero_rows,
     watch_rows,
 )
 
@@ -69,6 +72,14 @@ def platform_tables(plan: PlatformPlan) -> list[Table]:
             cold.add_row(*row)
         cold.add_section()
     tables = [deployments, pools, watch, cold]
+    idle = [row for d in plan.deployments for row in scale_to_zero_rows(d)]
+    if idle:
+        zero = _table(
+            "Scale to zero (first request after idle, idle savings)", SCALE_TO_ZERO_HEADERS
+        )
+        for row in idle:
+            zero.add_row(*row)
+        tables.append(zero)
     tiered = [d for d in plan.deployments if d.kv_tiers]
     if tiered:
         tiers = _table("KV cache tiers (per replica)", KV_TIER_HEADERS)
@@ -146,6 +157,20 @@ def _kv_tier_markdown(plan: PlatformPlan) -> list[str]:
     return ["## KV cache tiers (per replica)", "", *_markdown_table(KV_TIER_HEADERS, rows), ""]
 
 
+def _scale_to_zero_markdown(plan: PlatformPlan) -> list[str]:
+    rows = [row for d in plan.deployments for row in scale_to_zero_rows(d)]
+    if not rows:
+        return []
+    return [
+        "## Scale to zero",
+        "",
+        SCALE_TO_ZERO_NOTE,
+        "",
+        *_markdown_table(SCALE_TO_ZERO_HEADERS, rows),
+        "",
+    ]
+
+
 def platform_markdown(plan: PlatformPlan, source: str) -> str:
     """The platform plan as Markdown; ``source`` names the platform file it was made from."""
     lines = [
@@ -176,6 +201,7 @@ def platform_markdown(plan: PlatformPlan, source: str) -> str:
         ),
         "",
         *_kv_tier_markdown(plan),
+        *_scale_to_zero_markdown(plan),
         *(f"**Warning**: {warning}" + "\n" for warning in plan.warnings),
         BOUND_NOTE,
         "",

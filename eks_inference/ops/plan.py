@@ -24,6 +24,7 @@ from eks_inference.cold_start import (
 )
 from eks_inference.observability.signals import Watch, signals_of
 from eks_inference.ops.errors import BadInput
+from eks_inference.ops.scale_to_zero import DEFAULT_IDLE_HOURS, ScaleToZero, scale_to_zero
 from eks_inference.spec.deployment import Limits, ModelDeploymentSpec
 from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.platform import PlatformSpec
@@ -248,6 +249,9 @@ class DeploymentPlan:
     cold_start: ColdStart | None = None
     cold_starts: tuple[ColdStart, ...] = ()
     recommendation: Recommendation | None = None
+    # With min_replicas 0 on an engine that scales to zero: the first request's wait and
+    # what idle time saves (eks_inference.ops.scale_to_zero).
+    scale_to_zero: ScaleToZero | None = None
 
     @property
     def price_per_hour_min(self) -> float:
@@ -274,6 +278,7 @@ class DeploymentPlan:
             "cold_start": self.cold_start.as_json() if self.cold_start else None,
             "cold_start_by_loader": [c.as_json() for c in self.cold_starts],
             "recommended_loader": asdict(self.recommendation) if self.recommendation else None,
+            "scale_to_zero": self.scale_to_zero.as_json() if self.scale_to_zero else None,
         }
 
 
@@ -412,10 +417,17 @@ class PlatformPlan:
         }
 
 
-def plan_deployment(spec: ModelDeploymentSpec, price: NodePrice | None = None) -> DeploymentPlan:
+def plan_deployment(
+    spec: ModelDeploymentSpec,
+    price: NodePrice | None = None,
+    idle_hours: float = DEFAULT_IDLE_HOURS,
+) -> DeploymentPlan:
     """Size a validated deployment with its own limits and scaling; nodes at ``price``
-    (default: the catalog's on-demand price)."""
+    (default: the catalog's on-demand price). A deployment that scales to zero is also
+    priced idle, ``idle_hours`` a day (:mod:`eks_inference.ops.scale_to_zero`)."""
     per_node = spec.replicas_per_node
+    own_cold_start = cold_start(spec)
+    node_price = spec.instance.price_per_hour if price is None else price.per_hour
     return DeploymentPlan(
         name=spec.name,
         engine=spec.engine,
@@ -434,21 +446,26 @@ def plan_deployment(spec: ModelDeploymentSpec, price: NodePrice | None = None) -
         nodes_max=sizing.nodes_needed(spec.scaling.max_replicas, per_node),
         watch=signals_of(spec).watch_list(),
         kv_tiers=kv_tiers(spec),
-        cold_start=cold_start(spec),
+        cold_start=own_cold_start,
         cold_starts=cold_starts(spec),
         recommendation=recommended_loader(spec),
+        scale_to_zero=scale_to_zero(spec, own_cold_start, node_price, idle_hours),
     )
 
 
 def plan_platform(
-    platform: PlatformSpec, spot_prices: Mapping[str, float] | None = None
+    platform: PlatformSpec,
+    spot_prices: Mapping[str, float] | None = None,
+    idle_hours: float = DEFAULT_IDLE_HOURS,
 ) -> PlatformPlan:
     """Plan every deployment and price every node pool of a platform, each pool at its
-    capacity type (:func:`node_price`; ``spot_prices`` override the catalog's)."""
+    capacity type (:func:`node_price`; ``spot_prices`` override the catalog's); deployments
+    that scale to zero idle ``idle_hours`` a day."""
     prices = {pool.name: node_price(pool, spot_prices) for pool in platform.node_pools}
     return PlatformPlan(
         deployments=tuple(
-            plan_deployment(d, prices[platform.pool_for(d).name]) for d in platform.deployments
+            plan_deployment(d, prices[platform.pool_for(d).name], idle_hours)
+            for d in platform.deployments
         ),
         pools=tuple(
             PoolPlan(

@@ -3,9 +3,13 @@
 vLLM 0.29.0 (``versions.GPU_VLLM_VERSION``) with its dependencies (torch among them, some
 gigabytes) is not part of the development environment every test runs in; where it is
 installed, these tests run ``vllm serve``'s parser (``vllm.entrypoints.cli.serve``) on the
-arguments of every GPU deployment of the reference platform, of the chart variants and of the
-example platforms, the LMCache variant's ``--kv-transfer-config`` included. They need only the
-spec layer and :mod:`eks_inference.charts.vllm_server`, so an environment with vLLM and this
+arguments of every GPU deployment of every engine that runs ``vllm serve`` (standalone vLLM
+and KServe's predictor), of the reference platform, of the example platforms and of the chart
+variants' LMCache deployment (``--kv-transfer-config``) and GPU tensor parallelism, as each
+engine renders its server, the API key's ``--middleware`` included. They rebuild the option
+table under ``tests/upstream/`` from that parser too: ``tests/charts/test_vllm_arguments.py``
+checks every rendered list against the table in every environment. They need only the spec
+layer and the engines' server builders (no cdk8s), so an environment with vLLM and this
 package's pure-Python dependencies runs them:
 
     python -m venv /tmp/vllm && /tmp/vllm/bin/pip install vllm==0.29.0 pytest
@@ -18,13 +22,16 @@ import argparse
 import os
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from eks_inference.charts.vllm_server import vllm_server_args
+from eks_inference.charts.common import RenderContext, requires_api_key
+from eks_inference.charts.shipped import VLLM_API_KEY_MIDDLEWARE
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.versions import GPU_VLLM_VERSION
+from tests.vllm_args import option_rows, rendered_vllm_args, serve_options
 
 # Parsing needs a platform to describe devices, chosen when vLLM is first imported; the
 # server's image finds its GPUs itself.
@@ -33,27 +40,60 @@ serve = pytest.importorskip("vllm.entrypoints.cli.serve")
 
 REPO = Path(__file__).resolve().parents[2]
 PLATFORMS = (REPO / "deployments.yaml", *sorted((REPO / "examples").glob("*.yaml")))
-BUCKET = "eks-inference-models-example"
-# The chart variants' LMCache deployment (tests/charts/conftest.py), without importing the
-# charts' fixtures (which need cdk8s): standalone vLLM with both tiers.
-LMCACHE_VARIANT = {
-    "name": "mistral-lmcache",
-    "model": "mistral-7b",
-    "instance_type": "g6e.4xlarge",
-    "engine": "vllm",
-    "weights": {"prefix": "models/mistral-7b/", "loader": "runai_streamer"},
-    "kv_cache": {"offload": "cpu+disk", "cpu_gib": 64, "disk_gib": 400},
+CONTEXT = RenderContext(
+    bucket_name="eks-inference-models-example", region="us-east-1", neuron_ray_image=""
+)
+# The chart variants' GPU deployments of standalone vLLM (tests/charts/conftest.py), without
+# importing the charts' fixtures (which need cdk8s): LMCache with both tiers, and tensor
+# parallelism over four GPUs from a Mountpoint volume.
+VARIANTS: dict[str, Any] = {
+    "model_bucket_name": CONTEXT.bucket_name,
+    "node_pools": [
+        {"name": "system", "instance_types": ["m6i.xlarge"], "min_size": 1, "max_size": 3},
+        {"name": "g6e-12", "instance_types": ["g6e.12xlarge"], "max_size": 4},
+        {"name": "g6e-4", "instance_types": ["g6e.4xlarge"], "max_size": 2, "disk_size_gib": 800},
+    ],
+    "deployments": [
+        {
+            "name": "qwen-gpu-tp4",
+            "model": "qwen2.5-7b",
+            "instance_type": "g6e.12xlarge",
+            "engine": "vllm",
+            "tensor_parallel_size": 4,
+            "limits": {"max_model_len": 32768, "max_num_seqs": 64, "block_size": 32},
+            "weights": {"prefix": "models/qwen2.5-7b/"},
+        },
+        {
+            "name": "mistral-lmcache",
+            "model": "mistral-7b",
+            "instance_type": "g6e.4xlarge",
+            "engine": "vllm",
+            "weights": {"prefix": "models/mistral-7b/", "loader": "runai_streamer"},
+            "kv_cache": {"offload": "cpu+disk", "cpu_gib": 64, "disk_gib": 400},
+        },
+    ],
 }
 
 
-def _gpu_specs() -> list[ModelDeploymentSpec]:
-    specs = [
-        spec
-        for path in PLATFORMS
-        for spec in PlatformSpec.from_yaml(path).deployments
-        if not spec.on_neuron and spec.engine == "vllm"
+def _platforms() -> list[tuple[str, PlatformSpec]]:
+    return [
+        *((path.name, PlatformSpec.from_yaml(path)) for path in PLATFORMS),
+        ("variants", PlatformSpec.model_validate(VARIANTS)),
     ]
-    return [*specs, ModelDeploymentSpec.model_validate(LMCACHE_VARIANT)]
+
+
+def _cases() -> list[tuple[str, ModelDeploymentSpec, bool, list[str]]]:
+    """(id, spec, whether its route requires the API key, rendered arguments)."""
+    cases = []
+    for source, platform in _platforms():
+        routes = platform.routes()
+        for name, args in rendered_vllm_args(platform, CONTEXT).items():
+            keyed = requires_api_key(routes.get(name))
+            cases.append((f"{source}:{name}", platform.deployment(name), keyed, args))
+    return cases
+
+
+CASES = _cases()
 
 
 @pytest.fixture(scope="module")
@@ -65,19 +105,45 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+def _serve_parser(root: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    (subparsers,) = (a for a in root._actions if isinstance(a, argparse._SubParsersAction))
+    found = subparsers.choices["serve"]
+    assert isinstance(found, argparse.ArgumentParser)
+    return found
+
+
 def test_the_pinned_vllm_parses() -> None:
     assert version("vllm") == GPU_VLLM_VERSION
 
 
-@pytest.mark.parametrize("spec", _gpu_specs(), ids=lambda s: s.name)
-def test_rendered_arguments_are_accepted(
-    parser: argparse.ArgumentParser, spec: ModelDeploymentSpec
+def test_every_engine_running_vllm_serve_is_covered() -> None:
+    engines = {spec.engine for _, spec, _, _ in CASES}
+    assert {"vllm", "kserve"} <= engines
+    assert any(spec.kv_cache is not None for _, spec, _, _ in CASES)
+    assert any(keyed for _, _, keyed, _ in CASES)
+
+
+def test_the_vendored_option_table_is_the_pinned_parsers(
+    parser: argparse.ArgumentParser,
 ) -> None:
-    args = vllm_server_args(spec, bucket_name=BUCKET)
+    """tests/upstream/vllm-v0.29.0-serve-options.txt, row for row, is this parser's."""
+    rebuilt = [row.row() for row in option_rows(_serve_parser(parser))]
+    assert rebuilt == [row.row() for row in serve_options().values()]
+
+
+@pytest.mark.parametrize(
+    ("spec", "keyed", "args"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_rendered_arguments_are_accepted(
+    parser: argparse.ArgumentParser, spec: ModelDeploymentSpec, keyed: bool, args: list[str]
+) -> None:
     parsed = parser.parse_args(["serve", *args])
     assert parsed.model_tag == args[0]
+    assert parsed.served_model_name == [spec.model.id]
     assert parsed.tensor_parallel_size == spec.tensor_parallel_size
     assert parsed.max_model_len == spec.limits.max_model_len
+    assert parsed.gpu_memory_utilization == spec.limits.gpu_memory_utilization
+    assert parsed.middleware == ([VLLM_API_KEY_MIDDLEWARE] if keyed else [])
     if spec.kv_cache is None:
         assert parsed.kv_transfer_config is None
         return

@@ -241,6 +241,12 @@ class ServingEngine(Engine):
         """Whether ``spec`` gets a KEDA ScaledObject on its queue depth and KV-cache use."""
         return False
 
+    def scale_to_zero_delay_seconds(self, spec: ModelDeploymentSpec) -> int:
+        """With ``scales_to_zero``: seconds from the last request until the last replica's
+        pod is gone, freeing its node (an idle stretch shorter than this saves nothing).
+        An engine that keeps a replica after its traffic stops says how long; default 0."""
+        return 0
+
     def needs_neuron_ray_image(self, spec: ModelDeploymentSpec) -> bool:
         """Whether ``spec``'s pods run the Ray + Neuron image the CDK app builds."""
         return False

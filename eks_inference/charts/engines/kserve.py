@@ -31,12 +31,14 @@ from eks_inference.charts.common import (
     selector_labels,
 )
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.engines import vllm
+from eks_inference.charts.engines import kserve_observed, vllm
 from eks_inference.charts.engines.base import (
     Backend,
     ChartObjects,
     DeploymentKind,
+    EngineAlert,
     EngineMetrics,
+    EnginePanel,
     MetricsTarget,
     ReplicaSeries,
     ServingEngine,
@@ -424,6 +426,19 @@ class KServeEngine(ServingEngine):
             ),
             loading_alert_seconds=model_load_seconds(spec),
         )
+
+    def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
+        """Cold starts far slower than planned, or more often than hourly
+        (:mod:`~eks_inference.charts.engines.kserve_observed`)."""
+        return kserve_observed.alerts(spec)
+
+    def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
+        """Cold starts: how many, and how long against the plan's estimate."""
+        return kserve_observed.panels(spec)
+
+    def scale_to_zero_delay_seconds(self, spec: ModelDeploymentSpec) -> int:
+        """Knative keeps the last replica for the retention period after traffic stops."""
+        return spec.scaling.serverless.retention_seconds
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         return (

@@ -52,7 +52,7 @@ from eks_inference.charts.engines.ray_pods import (
     WORKER_COMPONENT,
     ServeAppFiles,
 )
-from eks_inference.charts.engines.ray_serve_config import serve_config
+from eks_inference.charts.engines.ray_serve_config import DOWNSCALE_DELAY_S, serve_config
 from eks_inference.charts.network_rules import components, peer, policy, ports, rule
 from eks_inference.charts.pod import Json
 from eks_inference.load_budget import rollout_seconds
@@ -330,6 +330,11 @@ class RayServiceEngine(ServingEngine):
 
     def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
         return True
+
+    def scale_to_zero_delay_seconds(self, spec: ModelDeploymentSpec) -> int:
+        """Serve removes the last replica after its downscale delay; the Ray autoscaler then
+        removes the idle worker pod after its idle timeout."""
+        return DOWNSCALE_DELAY_S + _IDLE_TIMEOUT_S
 
     def server(
         self,

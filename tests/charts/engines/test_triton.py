@@ -35,6 +35,7 @@ from eks_inference.spec.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
 from tests.charts.helpers import crd_validator, is_custom_resource, of_kind, one, schema_errors
+from tests.vllm_args import engine_args_table
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "triton-canary.yaml"
@@ -127,20 +128,6 @@ def test_every_config_pbtxt_parses_as_a_model_config(model_config: ModuleType) -
             assert kinds == [model_config.ModelInstanceGroup.KIND_GPU]
 
 
-def _engine_args_table() -> tuple[dict[str, str], dict[str, str]]:
-    fields: dict[str, str] = {}
-    aliases: dict[str, str] = {}
-    for line in ENGINE_ARGS.read_text().splitlines():
-        if line.startswith("#") or not line:
-            continue
-        kind, *rest = line.split("\t")
-        if kind == "field":
-            fields[rest[1]] = rest[2]
-        else:
-            aliases[rest[0]] = rest[1]
-    return fields, aliases
-
-
 def _accepts(annotation: ast.expr, value: Any, aliases: dict[str, str]) -> bool:
     """Whether ``value`` (from JSON) is of the type ``annotation`` names, as vLLM declares it."""
     if isinstance(annotation, ast.Name):
@@ -181,7 +168,7 @@ def _accepts(annotation: ast.expr, value: Any, aliases: dict[str, str]) -> bool:
 def test_model_json_passes_vllm_engine_args_of_the_pinned_release() -> None:
     """Triton's vLLM backend builds AsyncEngineArgs(**model.json): every key must be a field
     of vLLM 0.11.0's EngineArgs with a value of its declared type."""
-    fields, aliases = _engine_args_table()
+    fields, aliases = engine_args_table(ENGINE_ARGS)
     spec = example().deployment("qwen-triton")
     files = {k: json.loads(v) for k, v in repository().items() if k.endswith(".model.json")}
     assert list(files) == ["qwen.1.model.json"]
@@ -195,7 +182,7 @@ def test_model_json_passes_vllm_engine_args_of_the_pinned_release() -> None:
 
 
 def test_a_block_size_the_triton_vllm_refuses_fails_validation() -> None:
-    fields, aliases = _engine_args_table()
+    fields, aliases = engine_args_table(ENGINE_ARGS)
     annotation = ast.parse(fields["block_size"], mode="eval").body
     assert not _accepts(annotation, 256, aliases)
     data = example_data()
