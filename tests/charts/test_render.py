@@ -11,14 +11,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import cdk8s
 import pytest
 import yaml
 
 from eks_inference.charts import output_dir, render
-from eks_inference.charts.chart import DeploymentChart
 from eks_inference.charts.deployment import RenderedDeployment, deployment_charts
-from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.charts.output_dir import (
     MARKER,
     ForeignFilesError,
@@ -402,22 +399,22 @@ def test_first_write_creates_the_directory(
 
 
 def test_rendering_the_reference_platform_is_fast(reference_platform: PlatformSpec) -> None:
-    render_files(reference_platform, CONTEXT)  # warm the JavaScript runtime
+    render_files(reference_platform, CONTEXT)  # warm the caches
     start = time.perf_counter()
     render_files(reference_platform, CONTEXT)
     assert time.perf_counter() - start < 0.5
 
 
-def test_server_chart_depends_on_its_volumes(reference_platform: PlatformSpec) -> None:
-    app = cdk8s.App()
-    NamespaceChart(app)
+def test_server_chart_comes_after_its_policies_and_volumes(
+    reference_platform: PlatformSpec,
+) -> None:
     for spec in reference_platform.deployments:
-        charts = deployment_charts(app, spec, reference_platform.placement(spec), CONTEXT).charts
-        assert all(isinstance(c, DeploymentChart) for c in charts)
-        *volumes, server = charts
-        dependencies = set(server.node.dependencies)
-        assert dependencies == set(volumes)
-        assert [c.node.id for c in charts] == [f"{spec.name}-{c.role}" for c in charts]  # type: ignore[attr-defined]
+        charts = deployment_charts(spec, reference_platform.placement(spec), CONTEXT).charts
+        *before, server = charts
+        assert server.after == tuple(c.chart_id for c in before)
+        assert all(c.after == () for c in before)
+        assert [c.chart_id for c in charts] == [f"{spec.name}-{c.role}" for c in charts]
+        assert {c.deployment_name for c in charts} == {spec.name}
 
 
 def test_render_platform_maps_deployments_to_objects(reference: Rendered) -> None:

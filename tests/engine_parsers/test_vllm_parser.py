@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLATFORMS = (REPO / "deployments.yaml", *sorted((REPO / "examples").glob("*.yaml")))
 BUCKET = "eks-inference-models-example"
 # The chart variants' LMCache deployment (tests/charts/conftest.py), without importing the
-# charts' fixtures (which need cdk8s): standalone vLLM with both tiers.
+# charts' fixtures: standalone vLLM with both tiers.
 LMCACHE_VARIANT = {
     "name": "mistral-lmcache",
     "model": "mistral-7b",
