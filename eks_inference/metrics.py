@@ -48,6 +48,7 @@ Sources, read at the pinned versions:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -443,6 +444,8 @@ _IDENTIFIER = re.compile(r"(?<![\w:.])([a-zA-Z_:][a-zA-Z0-9_:]*)(\s*\()?")
 _NUMBER_UNIT = re.compile(r"\b\d+(?:\.\d+)?(?:[eE][-+]?\d+)?[a-z]*\b")
 
 
+# Every chart's alerts, dashboards and scalers check the same few dozen expressions.
+@functools.lru_cache(maxsize=4096)
 def metric_names(expr: str) -> frozenset[str]:
     """The metric names a PromQL expression reads.
 

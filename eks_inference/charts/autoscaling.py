@@ -13,10 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from constructs import Construct
-
 from eks_inference import names
-from eks_inference.charts.chart import DeploymentChart
 from eks_inference.charts.common import (
     api_object,
     metadata,
@@ -24,6 +21,7 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.engines.base import serving_engine
+from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.signals import SCRAPE_INTERVAL_SECONDS, Signals, signals_of
 from eks_inference.spec.deployment import ModelDeploymentSpec
@@ -99,50 +97,47 @@ def triggers(signals: Signals) -> list[dict[str, Any]]:
     ]
 
 
-class AutoscalingChart(DeploymentChart):
+def autoscaling_chart(spec: ModelDeploymentSpec) -> ChartRecord:
     """The KEDA ScaledObject ``<deployment>`` of an autoscaled standalone vLLM Deployment.
 
     It targets the Deployment of the same name (``apps/v1``), with ``minReplicaCount`` and
     ``maxReplicaCount`` from ``spec.scaling``, polls Prometheus every 15 s (the scrape
-    interval) and scales in as :func:`scale_in_behavior` says. :attr:`needs` names KEDA's CRD.
+    interval) and scales in as :func:`scale_in_behavior` says. Its needs name KEDA's CRD.
     The Deployment leaves its replica count out of its manifest, so applying it again never
     resets what the autoscaler chose.
     """
-
-    def __init__(self, scope: Construct, spec: ModelDeploymentSpec) -> None:
-        if not serving_engine(spec).autoscaled_by_keda(spec):
-            raise ValueError(
-                f"deployment {spec.name!r}: a ScaledObject is only rendered for an engine "
-                "that KEDA scales (engine: vllm with scaling.autoscale: true)"
-            )
-        signals = signals_of(spec)
-        scaled_object = api_object(
-            KEDA_API_VERSION,
-            "ScaledObject",
-            metadata(spec.name, object_labels(spec, ROLE)),
-            {
-                "spec": {
-                    "scaleTargetRef": {
-                        "apiVersion": "apps/v1",
-                        "kind": "Deployment",
-                        "name": spec.name,
-                    },
-                    "minReplicaCount": spec.scaling.min_replicas,
-                    "maxReplicaCount": spec.scaling.max_replicas,
-                    "pollingInterval": SCRAPE_INTERVAL_SECONDS,
-                    "advanced": {
-                        "horizontalPodAutoscalerConfig": {
-                            "behavior": {"scaleDown": scale_in_behavior(signals)}
-                        }
-                    },
-                    "triggers": triggers(signals),
-                }
-            },
+    if not serving_engine(spec).autoscaled_by_keda(spec):
+        raise ValueError(
+            f"deployment {spec.name!r}: a ScaledObject is only rendered for an engine "
+            "that KEDA scales (engine: vllm with scaling.autoscale: true)"
         )
-        super().__init__(
-            scope,
-            spec,
-            ROLE,
-            [scaled_object],
-            PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,), custom_resources=(SCALEDOBJECT_CRD,)),
-        )
+    signals = signals_of(spec)
+    scaled_object = api_object(
+        KEDA_API_VERSION,
+        "ScaledObject",
+        metadata(spec.name, object_labels(spec, ROLE)),
+        {
+            "spec": {
+                "scaleTargetRef": {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": spec.name,
+                },
+                "minReplicaCount": spec.scaling.min_replicas,
+                "maxReplicaCount": spec.scaling.max_replicas,
+                "pollingInterval": SCRAPE_INTERVAL_SECONDS,
+                "advanced": {
+                    "horizontalPodAutoscalerConfig": {
+                        "behavior": {"scaleDown": scale_in_behavior(signals)}
+                    }
+                },
+                "triggers": triggers(signals),
+            }
+        },
+    )
+    return deployment_chart(
+        spec,
+        ROLE,
+        [scaled_object],
+        PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,), custom_resources=(SCALEDOBJECT_CRD,)),
+    )

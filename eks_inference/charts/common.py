@@ -9,6 +9,7 @@ in larger strings, never parse, hash or compare them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
@@ -316,20 +317,51 @@ else:
     _SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_STR_TAG = "tag:yaml.org,2002:str"
+_RESOLVER = yaml.resolver.Resolver()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _scalar_tag(value: str, implicit: tuple[bool, bool]) -> str:
+    """The tag a scalar resolves to; a pure function of its text (the dumper has no path
+    resolvers), asked twice per scalar, and the same few thousand strings recur."""
+    tag: str = _RESOLVER.resolve(yaml.ScalarNode, value, implicit)  # type: ignore[no-untyped-call]
+    return tag
+
+
 class _ReadableDumper(_SafeDumper):
-    """YAML for reviewers: multi-line strings as literal blocks, no anchors or aliases."""
+    """YAML for reviewers: block style, multi-line strings as literal blocks, no anchors or
+    aliases.
+
+    Dicts, lists and strings (nearly every node of a Kubernetes object) become the very nodes
+    the generic representer would build with :func:`dump_yaml`'s settings (keys in the order
+    given, block style), without its dispatch; scalar tags are resolved once per text. Every
+    other value goes through the generic representer.
+    """
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
 
+    def represent_data(self, data: Any) -> yaml.Node:
+        kind = type(data)
+        if kind is dict:
+            pairs = [(self.represent_data(k), self.represent_data(v)) for k, v in data.items()]
+            return yaml.MappingNode(_MAP_TAG, pairs, flow_style=False)
+        if kind is list:
+            items = [self.represent_data(item) for item in data]
+            return yaml.SequenceNode(_SEQ_TAG, items, flow_style=False)
+        if kind is str:
+            return yaml.ScalarNode(_STR_TAG, data, style="|" if "\n" in data else None)
+        node: yaml.Node = super().represent_data(data)
+        return node
 
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar(
-        "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
-    )
-
-
-_ReadableDumper.add_representer(str, _represent_str)
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode:
+            return _scalar_tag(value, implicit)
+        tag: str = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return tag
 
 
 def dump_yaml(documents: list[Any]) -> str:

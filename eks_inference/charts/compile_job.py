@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import math
 
-from constructs import Construct
-
 from eks_inference import names, sizing
 from eks_inference.artifacts import artifact_prefix, completion_marker_key
 from eks_inference.charts import pod, vllm_server
-from eks_inference.charts.chart import DeploymentChart
 from eks_inference.charts.common import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
@@ -46,6 +43,7 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.mountpoint import MountpointVolume
+from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.charts.vllm_server import (
     HOME_PATH,
     SHM_PATH,
@@ -178,11 +176,18 @@ def active_deadline_seconds(spec: ModelDeploymentSpec) -> int:
     return NODE_AND_IMAGE_SECONDS + (BACKOFF_LIMIT + 1) * attempt
 
 
-class CompileJobChart(DeploymentChart):
+def compile_job_chart(
+    spec: ModelDeploymentSpec,
+    placement: Placement,
+    context: RenderContext,
+    *,
+    weights: MountpointVolume,
+    artifacts: MountpointVolume,
+) -> ChartRecord:
     """A deployment's Neuron compile Job and its ServiceAccount.
 
     - **ServiceAccount** ``names.compile_service_account_name(spec.name)``: recorded in
-      :attr:`needs` as the one identity that may write this deployment's artifact key (and
+      its needs as the one identity that may write this deployment's artifact key (and
       nothing else); serving pods get no write access to the artifacts at all.
     - **Job** :func:`~eks_inference.charts.common.compile_job_name` (the deployment's name
       and a hash of the artifact key, so a new shape is a new Job), annotated with the key.
@@ -201,94 +206,82 @@ class CompileJobChart(DeploymentChart):
     When the marker already exists the compile is skipped and nothing is uploaded. No probes:
     the scripts themselves wait for what they need.
     """
-
-    def __init__(
-        self,
-        scope: Construct,
-        spec: ModelDeploymentSpec,
-        placement: Placement,
-        context: RenderContext,
-        *,
-        weights: MountpointVolume,
-        artifacts: MountpointVolume,
-    ) -> None:
-        if not spec.has_compiled_artifacts:
-            raise ValueError(
-                f"deployment {spec.name!r} has no compiled Neuron artifacts to compile: the "
-                "compile job exists for Inferentia2 deployments with "
-                "neuron.compiled_artifacts_prefix"
-            )
-        key = artifact_prefix(spec)
-        artifact_uri = f"s3://{context.bucket_name}/{key}"
-        labels = object_labels(spec, COMPILE_JOB_ROLE)
-        account = names.compile_service_account_name(spec.name)
-        job_name = compile_job_name(spec)
-        pod_spec = _pod(spec, placement, context, account, weights, artifacts)
-        service_account = api_object(
-            "v1",
-            "ServiceAccount",
-            metadata(account, labels),
-            {"automountServiceAccountToken": False},
+    if not spec.has_compiled_artifacts:
+        raise ValueError(
+            f"deployment {spec.name!r} has no compiled Neuron artifacts to compile: the "
+            "compile job exists for Inferentia2 deployments with "
+            "neuron.compiled_artifacts_prefix"
         )
-        job = api_object(
-            "batch/v1",
-            "Job",
-            metadata(job_name, labels, annotations={ARTIFACT_KEY_ANNOTATION: artifact_uri}),
-            {
-                "spec": {
-                    "backoffLimit": BACKOFF_LIMIT,
-                    "activeDeadlineSeconds": active_deadline_seconds(spec),
-                    "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
-                    "podFailurePolicy": {
-                        "rules": [
-                            # A pod evicted, preempted or lost with its node is retried
-                            # without using up one of the retries.
-                            {
-                                "action": "Ignore",
-                                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
-                            }
-                        ]
-                    },
-                    "template": {
-                        "metadata": {
-                            "labels": labels,
-                            # Neither autoscaler may move a compile: hours of work.
-                            "annotations": {
-                                SAFE_TO_EVICT_ANNOTATION: "false",
-                                **pod.do_not_disrupt(None),
-                            },
+    key = artifact_prefix(spec)
+    artifact_uri = f"s3://{context.bucket_name}/{key}"
+    labels = object_labels(spec, COMPILE_JOB_ROLE)
+    account = names.compile_service_account_name(spec.name)
+    job_name = compile_job_name(spec)
+    pod_spec = _pod(spec, placement, context, account, weights, artifacts)
+    service_account = api_object(
+        "v1",
+        "ServiceAccount",
+        metadata(account, labels),
+        {"automountServiceAccountToken": False},
+    )
+    job = api_object(
+        "batch/v1",
+        "Job",
+        metadata(job_name, labels, annotations={ARTIFACT_KEY_ANNOTATION: artifact_uri}),
+        {
+            "spec": {
+                "backoffLimit": BACKOFF_LIMIT,
+                "activeDeadlineSeconds": active_deadline_seconds(spec),
+                "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
+                "podFailurePolicy": {
+                    "rules": [
+                        # A pod evicted, preempted or lost with its node is retried
+                        # without using up one of the retries.
+                        {
+                            "action": "Ignore",
+                            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                        }
+                    ]
+                },
+                "template": {
+                    "metadata": {
+                        "labels": labels,
+                        # Neither autoscaler may move a compile: hours of work.
+                        "annotations": {
+                            SAFE_TO_EVICT_ANNOTATION: "false",
+                            **pod.do_not_disrupt(None),
                         },
-                        "spec": pod_spec,
                     },
-                }
-            },
-        )
-        super().__init__(
-            scope,
-            spec,
-            COMPILE_JOB_ROLE,
-            [service_account, job],
-            PlatformNeeds(
-                namespaces=(INFERENCE_NAMESPACE,),
-                service_accounts=(
-                    ServiceAccountNeed(
-                        role=names.COMPILE_IDENTITY,
-                        name=account,
-                        namespace=INFERENCE_NAMESPACE,
-                        pods="Neuron compile job",
-                        purpose=f"the only writer of {key}",
-                        writes=(key,),
-                    ),
-                ),
-                pods=(
-                    # One serving replica's share of a node: the serving pods' need
-                    # holds the node's packing.
-                    pod.scheduling_need(
-                        (f"Job/{job_name}", "spec", "template"), placement.workers, pod_spec
-                    ),
+                    "spec": pod_spec,
+                },
+            }
+        },
+    )
+    return deployment_chart(
+        spec,
+        COMPILE_JOB_ROLE,
+        [service_account, job],
+        PlatformNeeds(
+            namespaces=(INFERENCE_NAMESPACE,),
+            service_accounts=(
+                ServiceAccountNeed(
+                    role=names.COMPILE_IDENTITY,
+                    name=account,
+                    namespace=INFERENCE_NAMESPACE,
+                    pods="Neuron compile job",
+                    purpose=f"the only writer of {key}",
+                    writes=(key,),
                 ),
             ),
-        )
+            pods=(
+                # One serving replica's share of a node: the serving pods' need
+                # holds the node's packing.
+                pod.scheduling_need(
+                    (f"Job/{job_name}", "spec", "template"), placement.workers, pod_spec
+                ),
+            ),
+        ),
+    )
 
 
 def _pod(

@@ -12,11 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import cdk8s
-
 from eks_inference.artifacts import artifact_prefix
-from eks_inference.charts.autoscaling import AutoscalingChart
-from eks_inference.charts.chart import DeploymentChart, ObjectsChart
+from eks_inference.charts.autoscaling import autoscaling_chart
 from eks_inference.charts.common import (
     ARTIFACTS_ROLE,
     WEIGHTS_ROLE,
@@ -24,15 +21,20 @@ from eks_inference.charts.common import (
     artifact_key_digest,
     chart_id,
 )
-from eks_inference.charts.compile_job import CompileJobChart
+from eks_inference.charts.compile_job import compile_job_chart
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.endpoint import EndpointChart
+from eks_inference.charts.endpoint import endpoint_chart
 from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.loading import loader_of
-from eks_inference.charts.lustre import LustreVolume, LustreVolumeChart
-from eks_inference.charts.monitoring import MonitoringChart
-from eks_inference.charts.mountpoint import MountpointVolumeChart, deployment_volume
-from eks_inference.charts.network_policy import NetworkPolicyChart
+from eks_inference.charts.lustre import LustreVolume, lustre_volume_chart
+from eks_inference.charts.monitoring import monitoring_chart
+from eks_inference.charts.mountpoint import (
+    MountpointVolume,
+    deployment_volume,
+    mountpoint_volume_chart,
+)
+from eks_inference.charts.network_policy import network_policy_chart
+from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.loader_rules import mountpoint_cache_gib
 from eks_inference.spec.platform import Placement
@@ -48,33 +50,35 @@ _ARTIFACTS_METADATA_TTL = "60"
 class RenderedDeployment:
     """The serving charts of one deployment, and what they were rendered from.
 
-    ``weights`` is the volume of the weights (Mountpoint or FSx for Lustre), ``None`` when
-    the loader reads the weights without one; ``artifacts`` is ``None`` when the deployment
-    has no compiled Neuron artifacts. :attr:`charts` lists them in apply order.
+    ``weights`` is the chart of the weights' volume and ``weights_volume`` that volume
+    (Mountpoint or FSx for Lustre), both ``None`` when the loader reads the weights without
+    one; ``artifacts`` and ``artifacts_volume`` are ``None`` when the deployment has no
+    compiled Neuron artifacts. :attr:`charts` lists the charts in apply order.
     """
 
     spec: ModelDeploymentSpec
     placement: Placement
     context: RenderContext
     route: Route | None
-    policies: NetworkPolicyChart
-    weights: MountpointVolumeChart | LustreVolumeChart | None
-    artifacts: MountpointVolumeChart | None
-    server: DeploymentChart
+    policies: ChartRecord
+    weights: ChartRecord | None
+    weights_volume: MountpointVolume | LustreVolume | None
+    artifacts: ChartRecord | None
+    artifacts_volume: MountpointVolume | None
+    server: ChartRecord
 
     @property
-    def volumes(self) -> list[MountpointVolumeChart | LustreVolumeChart]:
+    def volumes(self) -> list[ChartRecord]:
         """The volume charts, weights first."""
         return [chart for chart in (self.weights, self.artifacts) if chart is not None]
 
     @property
-    def charts(self) -> list[DeploymentChart]:
+    def charts(self) -> list[ChartRecord]:
         """Policies, volumes, then the model server: the order they are applied in."""
         return [self.policies, *self.volumes, self.server]
 
 
 def deployment_charts(
-    app: cdk8s.App,
     spec: ModelDeploymentSpec,
     placement: Placement,
     context: RenderContext,
@@ -83,7 +87,8 @@ def deployment_charts(
     """Every chart serving one deployment, in apply order: policies, volumes, then the server.
 
     - ``<name>-network-policy``: the NetworkPolicies allowing the deployment's flows
-      (:class:`NetworkPolicyChart`) in the namespace that denies all others.
+      (:func:`~eks_inference.charts.network_policy.network_policy_chart`) in the namespace
+      that denies all others.
     - ``<name>-model-weights``: the volume of the weights, when the loader mounts one
       (:func:`~eks_inference.charts.loading.loader_of`): the Mountpoint volume of the
       prefix, or the FSx for Lustre volume of the deployment's file system (from
@@ -93,9 +98,9 @@ def deployment_charts(
     - ``<name>-<component>``: the model server, as its engine renders it
       (:meth:`~eks_inference.charts.engines.base.ServingEngine.server`).
 
-    The server chart depends on the policy and volume charts (``add_dependency``), so an app
-    that synthesizes them together orders them correctly and its pods start with their flows
-    allowed; the namespace (:class:`~eks_inference.charts.namespace.NamespaceChart`) is shared
+    The server chart is applied after the policy and volume charts (its ``after``), so its
+    pods start with their flows allowed and their claims bound; the namespace
+    (:func:`~eks_inference.charts.namespace.namespace_chart`) is shared
     by all deployments and must be applied before any. The volumes are owned by the user the
     engine's pods run as. With a ``route`` the server is configured for the load balancer
     (keep-alive, the API key when the route requires it); :func:`endpoint_charts` renders its
@@ -104,12 +109,12 @@ def deployment_charts(
     engine = serving_engine(spec)
     cache_gib = mountpoint_cache_gib(spec)
     uid, gid = engine.volume_owner or (None, None)
-    policies = NetworkPolicyChart(app, spec, context)
+    policies = network_policy_chart(spec, context)
 
-    def volume_chart(
+    def mountpoint(
         role: str, prefix: str, metadata_ttl: str, version: str | None = None
-    ) -> MountpointVolumeChart:
-        volume = deployment_volume(
+    ) -> MountpointVolume:
+        return deployment_volume(
             spec,
             role,
             bucket_name=context.bucket_name,
@@ -121,83 +126,91 @@ def deployment_charts(
             gid=gid,
             version=version,
         )
-        return MountpointVolumeChart(app, spec, role, volume)
 
     kind = loader_of(spec).volume_kind
-    weights: MountpointVolumeChart | LustreVolumeChart | None = None
+    weights_volume: MountpointVolume | LustreVolume | None = None
+    weights: ChartRecord | None = None
     if kind == "mountpoint":
-        weights = volume_chart(WEIGHTS_ROLE, spec.weights.prefix, "indefinite")
+        weights_volume = mountpoint(WEIGHTS_ROLE, spec.weights.prefix, "indefinite")
+        weights = mountpoint_volume_chart(spec, WEIGHTS_ROLE, weights_volume)
     elif kind == "lustre":
-        lustre = LustreVolume(chart_id(spec.name, WEIGHTS_ROLE), context.file_system(spec.name))
-        weights = LustreVolumeChart(app, spec, WEIGHTS_ROLE, lustre)
+        weights_volume = LustreVolume(
+            chart_id(spec.name, WEIGHTS_ROLE), context.file_system(spec.name)
+        )
+        weights = lustre_volume_chart(spec, WEIGHTS_ROLE, weights_volume)
     # Exactly the deployment's key: the Mountpoint driver reads no other artifact set, and a
     # new key (a change of shape) is a new volume the pods roll onto.
-    artifacts = (
-        volume_chart(
+    artifacts_volume: MountpointVolume | None = None
+    artifacts: ChartRecord | None = None
+    if spec.has_compiled_artifacts:
+        artifacts_volume = mountpoint(
             ARTIFACTS_ROLE,
             artifact_prefix(spec),
             _ARTIFACTS_METADATA_TTL,
             version=artifact_key_digest(spec),
         )
-        if spec.has_compiled_artifacts
-        else None
-    )
+        artifacts = mountpoint_volume_chart(spec, ARTIFACTS_ROLE, artifacts_volume)
     content = engine.server(
+        spec, placement, context, weights=weights_volume, artifacts=artifacts_volume, route=route
+    )
+    volumes = [chart for chart in (weights, artifacts) if chart is not None]
+    server = deployment_chart(
+        spec, engine.component, content.objects, content.needs, after=[policies, *volumes]
+    )
+    return RenderedDeployment(
         spec,
         placement,
         context,
-        weights=weights.volume if weights is not None else None,
-        artifacts=artifacts.volume if artifacts is not None else None,
-        route=route,
+        route,
+        policies,
+        weights,
+        weights_volume,
+        artifacts,
+        artifacts_volume,
+        server,
     )
-    server = DeploymentChart(app, spec, engine.component, content.objects, content.needs)
-    rendered = RenderedDeployment(
-        spec, placement, context, route, policies, weights, artifacts, server
-    )
-    server.add_dependency(policies, *rendered.volumes)
-    return rendered
 
 
-def compile_job_charts(app: cdk8s.App, rendered: RenderedDeployment) -> list[DeploymentChart]:
+def compile_job_charts(rendered: RenderedDeployment) -> list[ChartRecord]:
     """The Neuron compile job of one deployment, or nothing when it has no artifacts to compile.
 
     For an Inferentia2 deployment with a compiled-artifacts prefix: a
-    ``<name>-compile-job`` chart (:class:`CompileJobChart`) that compiles the model with the
+    ``<name>-compile-job`` chart
+    (:func:`~eks_inference.charts.compile_job.compile_job_chart`) that compiles the model with the
     deployment's own serving settings and publishes the artifacts at its key. It mounts the
     deployment's weights and artifacts volumes and runs under its NetworkPolicies (the job's
-    pods are the deployment's), so it depends on them. GPU deployments and those compiling at
+    pods are the deployment's), so it is applied after them. GPU deployments and those compiling at
     start-up without a prefix get an empty list.
 
     The manifest writer always renders the job (next to the deployment's other manifests);
     the CDK side applies it when ``spec.neuron_options.run_compile_job`` is set::
 
-        app = cdk8s.App()
-        rendered = deployment_charts(app, spec, placement, context)
+        rendered = deployment_charts(spec, placement, context)
         charts = rendered.charts
         if spec.neuron_options.run_compile_job:
-            charts += compile_job_charts(app, rendered)
+            charts += compile_job_charts(rendered)
     """
-    weights = rendered.weights
-    if not isinstance(weights, MountpointVolumeChart) or rendered.artifacts is None:
+    weights = rendered.weights_volume
+    if not isinstance(weights, MountpointVolume) or rendered.artifacts_volume is None:
         return []
-    chart = CompileJobChart(
-        app,
+    chart = compile_job_chart(
         rendered.spec,
         rendered.placement,
         rendered.context,
-        weights=weights.volume,
-        artifacts=rendered.artifacts.volume,
+        weights=weights,
+        artifacts=rendered.artifacts_volume,
     )
-    chart.add_dependency(rendered.policies, *rendered.volumes)
-    return [chart]
+    return [chart.applied_after(rendered.policies, *rendered.volumes)]
 
 
-def observability_charts(app: cdk8s.App, rendered: RenderedDeployment) -> list[DeploymentChart]:
+def observability_charts(rendered: RenderedDeployment) -> list[ChartRecord]:
     """How one deployment is observed and, when its engine says so, scaled by KEDA.
 
-    - ``<name>-monitoring`` (:class:`MonitoringChart`): PodMonitors, alert rules and the
+    - ``<name>-monitoring`` (:func:`~eks_inference.charts.monitoring.monitoring_chart`):
+      PodMonitors, alert rules and the
       Grafana dashboard, for every deployment.
-    - ``<name>-autoscaling`` (:class:`AutoscalingChart`): the KEDA ScaledObject, when the
+    - ``<name>-autoscaling`` (:func:`~eks_inference.charts.autoscaling.autoscaling_chart`):
+      the KEDA ScaledObject, when the
       engine autoscales with KEDA (standalone vLLM with ``scaling.autoscale``); after the
       server it scales.
 
@@ -205,30 +218,27 @@ def observability_charts(app: cdk8s.App, rendered: RenderedDeployment) -> list[D
     their needs), installed by the observability add-on.
     """
     spec = rendered.spec
-    charts: list[DeploymentChart] = [MonitoringChart(app, spec)]
+    charts = [monitoring_chart(spec)]
     if serving_engine(spec).autoscaled_by_keda(spec):
-        autoscaling = AutoscalingChart(app, spec)
-        autoscaling.add_dependency(rendered.server)
-        charts.append(autoscaling)
+        charts.append(autoscaling_chart(spec).applied_after(rendered.server))
     return charts
 
 
-def endpoint_charts(app: cdk8s.App, rendered: RenderedDeployment) -> list[DeploymentChart]:
+def endpoint_charts(rendered: RenderedDeployment) -> list[ChartRecord]:
     """The deployment's Ingress on the platform's load balancer, or nothing if not exposed.
 
-    ``<name>-endpoint`` (:class:`EndpointChart`), after the model server it routes to, for
-    the route the server was rendered with. The Ingress takes the rendering's
-    :class:`RenderContext`, so one ``vpc_cidr`` is both the network the policies admit the
-    load balancer from and, without ``source_cidrs``, the network the load balancer admits
-    clients from.
+    ``<name>-endpoint`` (:func:`~eks_inference.charts.endpoint.endpoint_chart`), after the
+    model server it routes to, for the route the server was rendered with. The Ingress takes
+    the rendering's :class:`RenderContext`, so one ``vpc_cidr`` is both the network the
+    policies admit the load balancer from and, without ``source_cidrs``, the network the load
+    balancer admits clients from.
     """
     if rendered.route is None:
         return []
-    chart = EndpointChart(app, rendered.spec, rendered.route, rendered.context)
-    chart.add_dependency(rendered.server)
-    return [chart]
+    chart = endpoint_chart(rendered.spec, rendered.route, rendered.context)
+    return [chart.applied_after(rendered.server)]
 
 
-def needs_of(charts: Iterable[ObjectsChart]) -> PlatformNeeds:
+def needs_of(charts: Iterable[ChartRecord]) -> PlatformNeeds:
     """Everything ``charts`` need from the platform, together."""
     return PlatformNeeds.combined(chart.needs for chart in charts)

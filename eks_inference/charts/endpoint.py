@@ -50,7 +50,7 @@ NetworkPolicies admit the load balancer from, so a cluster in a VPC of its own a
 VPC's clients and not those of the default range. The idle timeout is the route's (see
 :mod:`eks_inference.spec.routes`); invalid header fields are dropped.
 
-**API key.** :class:`ApiKeyChart` is the platform's one copy of the API key in Kubernetes: an
+**API key.** :func:`api_key_chart` is the platform's one copy of the API key in Kubernetes: an
 External Secrets Operator ``SecretStore`` for AWS Secrets Manager in the inference namespace
 (authenticated as the operator's own Pod Identity) and an ``ExternalSecret`` that syncs the
 secret into the Secret ``names.API_KEY_SECRET``, refreshed hourly. The model servers read it
@@ -65,9 +65,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from constructs import Construct
-
-from eks_inference.charts.chart import DeploymentChart, ObjectsChart
 from eks_inference.charts.common import (
     API_KEY_SECRET_NEED,
     PART_OF,
@@ -78,6 +75,7 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.engines.base import Backend, serving_engine
+from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.names import ALB_INGRESS_CLASS, COMPONENT_LABEL, INFERENCE_NAMESPACE
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.routes import Route
@@ -235,29 +233,24 @@ def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str,
     )
 
 
-class EndpointChart(DeploymentChart):
+def endpoint_chart(spec: ModelDeploymentSpec, route: Route, context: RenderContext) -> ChartRecord:
     """A deployment's Ingress on the platform's load balancer (``<name>-endpoint``).
 
-    :attr:`needs` names the ``alb`` IngressClass: the AWS Load Balancer Controller must run
+    Its needs name the ``alb`` IngressClass: the AWS Load Balancer Controller must run
     before the Ingress is applied (its webhook validates it) and after it is deleted (it
     deletes the load balancer and removes the Ingress's finalizer). ``context`` is the
     deployment's render context, whose ``vpc_cidr`` an internal endpoint without
     ``source_cidrs`` accepts clients from.
     """
-
-    def __init__(
-        self, scope: Construct, spec: ModelDeploymentSpec, route: Route, context: RenderContext
-    ) -> None:
-        super().__init__(
-            scope,
-            spec,
-            ENDPOINT_ROLE,
-            [ingress(spec, route, context.vpc_cidr)],
-            PlatformNeeds(
-                namespaces=(serving_engine(spec).backend(spec).namespace,),
-                ingress_classes=(ALB_INGRESS_CLASS,),
-            ),
-        )
+    return deployment_chart(
+        spec,
+        ENDPOINT_ROLE,
+        [ingress(spec, route, context.vpc_cidr)],
+        PlatformNeeds(
+            namespaces=(serving_engine(spec).backend(spec).namespace,),
+            ingress_classes=(ALB_INGRESS_CLASS,),
+        ),
+    )
 
 
 def api_key_objects(secret_id: str, region: str) -> list[dict[str, Any]]:
@@ -293,20 +286,17 @@ def api_key_objects(secret_id: str, region: str) -> list[dict[str, Any]]:
     return [store, external_secret]
 
 
-class ApiKeyChart(ObjectsChart):
+def api_key_chart(*, secret_id: str, region: str) -> ChartRecord:
     """The platform's API key in Kubernetes: a SecretStore and an ExternalSecret (``api-key``).
 
-    :attr:`needs` names their CRDs; the External Secrets Operator must run first.
+    Its needs name their CRDs; the External Secrets Operator must run first.
     """
-
-    def __init__(self, scope: Construct, *, secret_id: str, region: str) -> None:
-        super().__init__(
-            scope,
-            API_KEY_ROLE,
-            API_KEY_ROLE,
-            api_key_objects(secret_id, region),
-            PlatformNeeds(
-                namespaces=(INFERENCE_NAMESPACE,),
-                custom_resources=(SECRET_STORE_CRD, EXTERNAL_SECRET_CRD),
-            ),
-        )
+    return ChartRecord(
+        chart_id=API_KEY_ROLE,
+        role=API_KEY_ROLE,
+        objects=tuple(api_key_objects(secret_id, region)),
+        needs=PlatformNeeds(
+            namespaces=(INFERENCE_NAMESPACE,),
+            custom_resources=(SECRET_STORE_CRD, EXTERNAL_SECRET_CRD),
+        ),
+    )

@@ -36,17 +36,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import cdk8s
-from constructs import Construct
-
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator
-from eks_inference.charts.chart import ObjectsChart
 from eks_inference.charts.common import (
     api_object,
     metadata,
 )
 from eks_inference.charts.compile_job import active_deadline_seconds
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.record import ChartRecord
 from eks_inference.charts.scheduling import (
     INSTANCE_TYPE_LABEL,
     NodeOffer,
@@ -309,48 +306,32 @@ def karpenter_offers(objects: Sequence[Mapping[str, Any]]) -> tuple[NodeOffer, .
     return tuple(offers)
 
 
-class KarpenterChart(ObjectsChart):
+def karpenter_chart(
+    *, cluster_name: str, pools: Sequence[NodePool], deployments: Sequence[ModelDeploymentSpec]
+) -> ChartRecord:
     """The EC2NodeClasses and NodePools of a platform in Karpenter mode (:func:`karpenter_objects`).
 
-    :attr:`needs` names the two CRDs, which the Karpenter add-on installs; :attr:`offers` are
-    the nodes the NodePools can start, read back from the objects, for the scheduling check.
+    Its needs name the two CRDs, which the Karpenter add-on installs; the nodes the NodePools
+    can start are read back from its objects (:func:`karpenter_offers`) for the scheduling
+    check.
     """
-
-    def __init__(
-        self,
-        scope: Construct,
-        *,
-        cluster_name: str,
-        pools: Sequence[NodePool],
-        deployments: Sequence[ModelDeploymentSpec],
-    ) -> None:
-        objects = karpenter_objects(cluster_name, pools, deployments)
-        super().__init__(
-            scope,
-            CHART_ROLE,
-            CHART_ROLE,
-            objects,
-            PlatformNeeds(custom_resources=(NODE_CLASSES_CRD, NODE_POOLS_CRD)),
-        )
-        self.offers = karpenter_offers(objects)
+    return ChartRecord(
+        chart_id=CHART_ROLE,
+        role=CHART_ROLE,
+        objects=tuple(karpenter_objects(cluster_name, pools, deployments)),
+        needs=PlatformNeeds(custom_resources=(NODE_CLASSES_CRD, NODE_POOLS_CRD)),
+    )
 
 
-def karpenter_chart(app: cdk8s.App, platform: PlatformSpec) -> KarpenterChart | None:
-    """The :class:`KarpenterChart` of ``platform`` in ``app``; ``None`` with managed node groups."""
+def platform_karpenter_chart(platform: PlatformSpec) -> ChartRecord | None:
+    """The :func:`karpenter_chart` of ``platform``; ``None`` with managed node groups."""
     if not platform.node_provisioning.uses_karpenter:
         return None
-    return KarpenterChart(
-        app,
+    return karpenter_chart(
         cluster_name=platform.cluster_name,
         pools=platform.node_pools,
         deployments=platform.deployments,
     )
-
-
-def rendered_platform_offers(platform: PlatformSpec) -> tuple[NodeOffer, ...]:
-    """:func:`platform_offers` with the NodePools ``platform`` renders (:func:`karpenter_chart`)."""
-    chart = karpenter_chart(cdk8s.App(), platform)
-    return platform_offers(platform, chart.offers if chart is not None else ())
 
 
 def platform_offers(
@@ -358,6 +339,6 @@ def platform_offers(
 ) -> tuple[NodeOffer, ...]:
     """Every provisioner of ``platform``: the managed node groups of its pools (every pool,
     or in Karpenter mode the system pool) and ``karpenter`` (the offers of its
-    :class:`KarpenterChart`, none with managed node groups)."""
+    :func:`karpenter_chart`, none with managed node groups)."""
     managed = platform.node_provisioning.managed_pools(platform.node_pools)
     return (*(managed_offer(p) for p in managed), *karpenter)

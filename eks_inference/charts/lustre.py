@@ -13,11 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from constructs import Construct
-
-from eks_inference.charts.chart import DeploymentChart
 from eks_inference.charts.common import LustreMount, api_object, metadata, object_labels
 from eks_inference.charts.contract import LustreVolumeNeed, PlatformNeeds
+from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec.deployment import ModelDeploymentSpec
 
@@ -97,17 +95,11 @@ class LustreVolume:
         return [volume, claim]
 
 
-class LustreVolumeChart(DeploymentChart):
+def lustre_volume_chart(spec: ModelDeploymentSpec, role: str, volume: LustreVolume) -> ChartRecord:
     """A deployment's FSx for Lustre volume (``role`` names it): claim ``<deployment>-<role>``."""
-
-    def __init__(
-        self, scope: Construct, spec: ModelDeploymentSpec, role: str, volume: LustreVolume
-    ) -> None:
-        super().__init__(
-            scope,
-            spec,
-            role,
-            volume.objects(object_labels(spec, role)),
-            PlatformNeeds(namespaces=(volume.namespace,), lustre_volumes=(volume.need,)),
-        )
-        self.volume = volume
+    return deployment_chart(
+        spec,
+        role,
+        volume.objects(object_labels(spec, role)),
+        PlatformNeeds(namespaces=(volume.namespace,), lustre_volumes=(volume.need,)),
+    )

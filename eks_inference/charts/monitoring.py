@@ -20,12 +20,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from constructs import Construct
-
 from eks_inference import names
 from eks_inference.catalog import Accelerator
 from eks_inference.charts import pod
-from eks_inference.charts.chart import DeploymentChart, ObjectsChart
 from eks_inference.charts.common import (
     METRICS_PATH,
     PART_OF,
@@ -35,6 +32,7 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.engines.base import serving_engine
+from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.metrics import require_known
 from eks_inference.names import INFERENCE_NAMESPACE, MONITORING_NAMESPACE
 from eks_inference.observability import dashboards
@@ -53,6 +51,8 @@ MONITORING_API_VERSION = "monitoring.coreos.com/v1"
 PODMONITOR_CRD = "podmonitors.monitoring.coreos.com"
 PROMETHEUSRULE_CRD = "prometheusrules.monitoring.coreos.com"
 ROLE = "monitoring"
+# The platform's chart of the exporters it runs from its own manifests.
+EXPORTERS_ROLE = "exporters"
 # neuron-monitor: the exporter's port (its entrypoint's --port) and resources (Neuron's own
 # DaemonSet: 500m CPU and 256 MiB at most, the Go runtime held to 160 MiB below that).
 NEURON_MONITOR = "neuron-monitor"
@@ -228,7 +228,7 @@ def dashboard_config_map(spec: ModelDeploymentSpec) -> dict[str, Any]:
     )
 
 
-class MonitoringChart(DeploymentChart):
+def monitoring_chart(spec: ModelDeploymentSpec) -> ChartRecord:
     """How ``spec``'s deployment is observed: PodMonitors, a PrometheusRule, a dashboard.
 
     - **PodMonitor** ``<deployment>-vllm`` (standalone vLLM: the server's ``http`` port,
@@ -239,26 +239,23 @@ class MonitoringChart(DeploymentChart):
       replica, a replica stuck in model load beyond its budget.
     - **ConfigMap** ``<deployment>-dashboard``: the deployment's Grafana dashboard.
 
-    :attr:`needs` names the Prometheus Operator CRDs, which kube-prometheus-stack installs.
+    Its needs name the Prometheus Operator CRDs, which kube-prometheus-stack installs.
     """
-
-    def __init__(self, scope: Construct, spec: ModelDeploymentSpec) -> None:
-        rules = api_object(
-            MONITORING_API_VERSION,
-            "PrometheusRule",
-            metadata(spec.name, object_labels(spec, ROLE)),
-            {"spec": {"groups": [{"name": spec.name, "rules": alert_rules(spec)}]}},
-        )
-        super().__init__(
-            scope,
-            spec,
-            ROLE,
-            [*_deployment_monitors(spec), rules, dashboard_config_map(spec)],
-            PlatformNeeds(
-                namespaces=(INFERENCE_NAMESPACE,),
-                custom_resources=(PODMONITOR_CRD, PROMETHEUSRULE_CRD),
-            ),
-        )
+    rules = api_object(
+        MONITORING_API_VERSION,
+        "PrometheusRule",
+        metadata(spec.name, object_labels(spec, ROLE)),
+        {"spec": {"groups": [{"name": spec.name, "rules": alert_rules(spec)}]}},
+    )
+    return deployment_chart(
+        spec,
+        ROLE,
+        [*_deployment_monitors(spec), rules, dashboard_config_map(spec)],
+        PlatformNeeds(
+            namespaces=(INFERENCE_NAMESPACE,),
+            custom_resources=(PODMONITOR_CRD, PROMETHEUSRULE_CRD),
+        ),
+    )
 
 
 def _neuron_monitor_labels(pool: NodePool | None = None) -> dict[str, str]:
@@ -317,7 +314,7 @@ def neuron_monitor_daemon_set(pool: NodePool) -> dict[str, Any]:
     )
 
 
-class ExportersChart(ObjectsChart):
+def exporters_chart(neuron_pools: Sequence[NodePool]) -> ChartRecord:
     """The exporters the platform runs from its own manifests, and their monitors.
 
     neuron-monitor has no Helm chart: one DaemonSet per Neuron pool
@@ -327,33 +324,30 @@ class ExportersChart(ObjectsChart):
     creates its own ServiceMonitor. Applied in the monitoring namespace after
     kube-prometheus-stack (which creates it and the PodMonitor CRD).
     """
-
-    def __init__(self, scope: Construct, chart_id: str, neuron_pools: Sequence[NodePool]) -> None:
-        objects = [neuron_monitor_daemon_set(pool) for pool in neuron_pools]
-        if neuron_pools:
-            objects.append(
-                pod_monitor(
-                    NEURON_MONITOR,
-                    MONITORING_NAMESPACE,
-                    _neuron_monitor_labels(),
-                    {"matchLabels": {_NAME_LABEL: NEURON_MONITOR}},
-                    NEURON_MONITOR_PORT_NAME,
-                    [
-                        {
-                            "action": "replace",
-                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
-                            "targetLabel": "node",
-                        }
-                    ],
-                )
+    objects = [neuron_monitor_daemon_set(pool) for pool in neuron_pools]
+    if neuron_pools:
+        objects.append(
+            pod_monitor(
+                NEURON_MONITOR,
+                MONITORING_NAMESPACE,
+                _neuron_monitor_labels(),
+                {"matchLabels": {_NAME_LABEL: NEURON_MONITOR}},
+                NEURON_MONITOR_PORT_NAME,
+                [
+                    {
+                        "action": "replace",
+                        "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                        "targetLabel": "node",
+                    }
+                ],
             )
-        super().__init__(
-            scope,
-            chart_id,
-            "exporters",
-            objects,
-            PlatformNeeds(
-                namespaces=(MONITORING_NAMESPACE,) if neuron_pools else (),
-                custom_resources=(PODMONITOR_CRD,) if neuron_pools else (),
-            ),
         )
+    return ChartRecord(
+        chart_id=EXPORTERS_ROLE,
+        role=EXPORTERS_ROLE,
+        objects=tuple(objects),
+        needs=PlatformNeeds(
+            namespaces=(MONITORING_NAMESPACE,) if neuron_pools else (),
+            custom_resources=(PODMONITOR_CRD,) if neuron_pools else (),
+        ),
+    )

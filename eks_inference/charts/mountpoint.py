@@ -12,10 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from constructs import Construct
-
 from eks_inference.aws_types import key_prefix_problem
-from eks_inference.charts.chart import DeploymentChart
 from eks_inference.charts.common import (
     api_object,
     chart_id,
@@ -23,6 +20,7 @@ from eks_inference.charts.common import (
     object_labels,
 )
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds
+from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.loader_rules import ebs_cache_gib
@@ -182,21 +180,17 @@ def deployment_volume(
     )
 
 
-class MountpointVolumeChart(DeploymentChart):
+def mountpoint_volume_chart(
+    spec: ModelDeploymentSpec, role: str, volume: MountpointVolume
+) -> ChartRecord:
     """A deployment's Mountpoint volume for one prefix of the model bucket (``role`` names it).
 
     The claim is named ``<deployment>-<role>``; the volume ``inference-<deployment>-<role>``.
-    Charts that mount it take the claim name from :attr:`volume`.
+    Charts that mount it take the claim name from ``volume``.
     """
-
-    def __init__(
-        self, scope: Construct, spec: ModelDeploymentSpec, role: str, volume: MountpointVolume
-    ) -> None:
-        super().__init__(
-            scope,
-            spec,
-            role,
-            volume.objects(object_labels(spec, role)),
-            PlatformNeeds(namespaces=(volume.namespace,), mounted_prefixes=(volume.mounted,)),
-        )
-        self.volume = volume
+    return deployment_chart(
+        spec,
+        role,
+        volume.objects(object_labels(spec, role)),
+        PlatformNeeds(namespaces=(volume.namespace,), mounted_prefixes=(volume.mounted,)),
+    )

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from constructs import Construct
-
-from eks_inference.charts.chart import ObjectsChart
 from eks_inference.charts.common import (
     PART_OF,
     api_object,
@@ -12,11 +9,12 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.network_policy import namespace_default_deny
+from eks_inference.charts.record import ChartRecord
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.versions import KUBERNETES_VERSION
 
 
-class NamespaceChart(ObjectsChart):
+def namespace_chart() -> ChartRecord:
     """The ``inference`` namespace, shared by all deployments; apply it before their charts.
 
     Pod Security Admission enforces the ``baseline`` profile, pinned to the cluster's
@@ -25,17 +23,18 @@ class NamespaceChart(ObjectsChart):
     Its NetworkPolicy ``default-deny`` isolates every pod in it; each deployment's policies
     allow its own flows (:mod:`eks_inference.charts.network_policy`).
     """
-
-    def __init__(self, scope: Construct, id: str = "inference-namespace") -> None:
-        labels = {
-            "app.kubernetes.io/part-of": PART_OF,
-            "app.kubernetes.io/managed-by": PART_OF,
-            "pod-security.kubernetes.io/enforce": "baseline",
-            "pod-security.kubernetes.io/enforce-version": f"v{KUBERNETES_VERSION}",
-        }
-        namespace = api_object(
-            "v1", "Namespace", metadata(INFERENCE_NAMESPACE, labels, namespace=None), {"spec": {}}
-        )
-        super().__init__(
-            scope, id, "namespace", [namespace, namespace_default_deny()], PlatformNeeds()
-        )
+    labels = {
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": PART_OF,
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/enforce-version": f"v{KUBERNETES_VERSION}",
+    }
+    namespace = api_object(
+        "v1", "Namespace", metadata(INFERENCE_NAMESPACE, labels, namespace=None), {"spec": {}}
+    )
+    return ChartRecord(
+        chart_id="inference-namespace",
+        role="namespace",
+        objects=(namespace, namespace_default_deny()),
+        needs=PlatformNeeds(),
+    )

@@ -2,7 +2,7 @@
 
 The ``inference`` namespace denies every pod all ingress and egress
 (:func:`namespace_default_deny`, part of the namespace's chart), and each deployment's
-:class:`NetworkPolicyChart` allows exactly its own flows back. Without them, any pod of any
+:func:`network_policy_chart` allows exactly its own flows back. Without them, any pod of any
 namespace could reach a Ray head's dashboard (port 8265), whose job API runs code in a pod
 that holds the API key and a service-account token. Ray token authentication
 (``authOptions``, :mod:`eks_inference.charts.engines.rayservice`) guards that API too; the policies
@@ -16,20 +16,15 @@ run inside the container, on localhost, which no policy sees.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from eks_inference import names
-from eks_inference.charts.chart import DeploymentChart
 from eks_inference.charts.common import OPENAI_PORT, PART_OF, RenderContext, object_labels
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.network_rules import components, peer, policy, ports, rule
 from eks_inference.charts.pod import Json
+from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.names import INFERENCE_NAMESPACE, INSTANCE_LABEL
 from eks_inference.spec.deployment import ModelDeploymentSpec
-
-if TYPE_CHECKING:
-    from constructs import Construct
 
 ROLE = "network-policy"
 DEFAULT_DENY_POLICY = "default-deny"
@@ -58,13 +53,13 @@ def namespace_default_deny() -> Json:
     """The inference namespace's policy selecting every pod for ingress and egress, allowing none.
 
     Every flow a pod of the namespace has is then one some deployment's
-    :class:`NetworkPolicyChart` allows; a pod nobody wrote a policy for has none.
+    :func:`network_policy_chart` allows; a pod nobody wrote a policy for has none.
     """
     labels = {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": PART_OF}
     return policy(DEFAULT_DENY_POLICY, labels, {}, ingress=[], egress=[])
 
 
-class NetworkPolicyChart(DeploymentChart):
+def network_policy_chart(spec: ModelDeploymentSpec, context: RenderContext) -> ChartRecord:
     """The NetworkPolicies allowing one deployment's flows: ``<deployment>-network-policy``.
 
     Every policy is named ``<deployment>-<flow>`` and selects only the deployment's pods (by
@@ -87,65 +82,59 @@ class NetworkPolicyChart(DeploymentChart):
       credentials only to service accounts with an IAM role, so opening it to pods without
       one grants them nothing.
 
-    :attr:`needs` names the inference namespace. The policies are applied before the
+    Its needs name the inference namespace. The policies are applied before the
     deployment's other charts, so its pods never start without their flows.
     """
-
-    def __init__(self, scope: Construct, spec: ModelDeploymentSpec, context: RenderContext) -> None:
-        labels = object_labels(spec, ROLE)
-        instance = {INSTANCE_LABEL: spec.name}
-        engine = serving_engine(spec)
-        servers = components(spec, engine.server_components(spec))
-        scrape_ports = tuple(dict.fromkeys(target.port for target in engine.metrics_targets(spec)))
-        policies = [
-            policy(
-                f"{spec.name}-serving",
-                labels,
-                servers,
-                ingress=[
-                    rule(
-                        "from",
-                        [{"ipBlock": {"cidr": context.vpc_cidr}}, {"namespaceSelector": {}}],
-                        ports(OPENAI_PORT),
-                    )
-                ],
-            ),
-            policy(
-                f"{spec.name}-metrics",
-                labels,
-                servers,
-                ingress=[
-                    rule(
-                        "from",
-                        [peer(names.MONITORING_NAMESPACE, _PROMETHEUS_LABELS)],
-                        ports(*scrape_ports),
-                    )
-                ],
-            ),
-            *engine.network_policies(spec, labels, servers),
-        ]
-        policies.append(
-            policy(
-                f"{spec.name}-egress",
-                labels,
-                {"matchLabels": instance},
-                egress=[
-                    rule(
-                        "to",
-                        [peer(DNS_NAMESPACE, DNS_POD_LABELS)],
-                        [*ports(DNS_PORT, protocol="UDP"), *ports(DNS_PORT)],
-                    ),
-                    rule("to", [{"ipBlock": {"cidr": ANY_ADDRESS}}], ports(HTTPS_PORT)),
-                    rule(
-                        "to",
-                        [{"ipBlock": {"cidr": POD_IDENTITY_AGENT_CIDR}}],
-                        ports(POD_IDENTITY_AGENT_PORT),
-                    ),
-                ],
-            )
+    labels = object_labels(spec, ROLE)
+    instance = {INSTANCE_LABEL: spec.name}
+    engine = serving_engine(spec)
+    servers = components(spec, engine.server_components(spec))
+    scrape_ports = tuple(dict.fromkeys(target.port for target in engine.metrics_targets(spec)))
+    policies = [
+        policy(
+            f"{spec.name}-serving",
+            labels,
+            servers,
+            ingress=[
+                rule(
+                    "from",
+                    [{"ipBlock": {"cidr": context.vpc_cidr}}, {"namespaceSelector": {}}],
+                    ports(OPENAI_PORT),
+                )
+            ],
+        ),
+        policy(
+            f"{spec.name}-metrics",
+            labels,
+            servers,
+            ingress=[
+                rule(
+                    "from",
+                    [peer(names.MONITORING_NAMESPACE, _PROMETHEUS_LABELS)],
+                    ports(*scrape_ports),
+                )
+            ],
+        ),
+        *engine.network_policies(spec, labels, servers),
+    ]
+    policies.append(
+        policy(
+            f"{spec.name}-egress",
+            labels,
+            {"matchLabels": instance},
+            egress=[
+                rule(
+                    "to",
+                    [peer(DNS_NAMESPACE, DNS_POD_LABELS)],
+                    [*ports(DNS_PORT, protocol="UDP"), *ports(DNS_PORT)],
+                ),
+                rule("to", [{"ipBlock": {"cidr": ANY_ADDRESS}}], ports(HTTPS_PORT)),
+                rule(
+                    "to",
+                    [{"ipBlock": {"cidr": POD_IDENTITY_AGENT_CIDR}}],
+                    ports(POD_IDENTITY_AGENT_PORT),
+                ),
+            ],
         )
-        super().__init__(
-            scope, spec, ROLE, policies, PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,))
-        )
-        # The deployment's Ingress accepts clients from the same VPC range by default.
-        self.context = context
+    )
+    return deployment_chart(spec, ROLE, policies, PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,)))

@@ -328,10 +328,11 @@ def _swap(out_dir: Path, files: Mapping[str, str], survey: _Survey) -> None:
     aside = Path(tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}old-", dir=out_dir))
     steps = _Steps()
     try:
+        # Each folder once, not once per file: a system call each.
+        for parent in sorted({str(PurePosixPath(relative).parent) for relative in files} - {"."}):
+            (staging / parent).mkdir(parents=True, exist_ok=True)
         for relative, text in files.items():
-            path = staging / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            (staging / relative).write_text(text, encoding="utf-8")
         final_marker, interim_marker = staging / MARKER, staging / f"{MARKER}.interim"
         final_marker.write_text(_marker_text(files), encoding="utf-8")
         interim_marker.write_text(_marker_text([*files, *survey.owned]), encoding="utf-8")

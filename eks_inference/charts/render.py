@@ -1,10 +1,15 @@
 """Render a platform's charts to plain objects and write them to ``k8s_manifests/``.
 
-The same charts the CDK constructs apply are synthesized here without CDK, so the manifests
-can be reviewed, diffed and used with GitOps tools. Output is deterministic (stable order, no
-timestamps) and written all or nothing: everything is rendered in memory and written to a
-staging folder first, and the previous files are replaced only once all of it exists, so a
-failure leaves the previous manifests untouched and no partial files behind.
+The same charts the CDK constructs apply are written here without CDK, so the manifests can
+be reviewed, diffed and used with GitOps tools. The charts are plain records
+(:class:`~eks_inference.charts.record.ChartRecord`), so rendering imports neither cdk8s nor
+aws-cdk and starts no JavaScript runtime; ``tests/charts/test_cdk8s_render.py`` holds the files
+byte-identical to the ones written from the same records wrapped in a cdk8s app.
+
+Output is deterministic (stable order, no timestamps) and written all or nothing: everything
+is rendered in memory and written to a staging folder first, and the previous files are
+replaced only once all of it exists, so a failure leaves the previous manifests untouched
+and no partial files behind.
 
 Layout::
 
@@ -35,12 +40,10 @@ deployment removed from the platform loses its folder, and every other file (the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import cdk8s
-
-from eks_inference.charts.chart import ObjectsChart
 from eks_inference.charts.common import (
     LustreMount,
     RenderContext,
@@ -53,13 +56,18 @@ from eks_inference.charts.deployment import (
     needs_of,
     observability_charts,
 )
-from eks_inference.charts.endpoint import ApiKeyChart
-from eks_inference.charts.karpenter import karpenter_chart, rendered_platform_offers
-from eks_inference.charts.monitoring import ExportersChart, neuron_pools
-from eks_inference.charts.namespace import NamespaceChart
+from eks_inference.charts.endpoint import api_key_chart
+from eks_inference.charts.karpenter import (
+    karpenter_offers,
+    platform_karpenter_chart,
+    platform_offers,
+)
+from eks_inference.charts.monitoring import exporters_chart, neuron_pools
+from eks_inference.charts.namespace import namespace_chart
 from eks_inference.charts.output_dir import replace_owned_files
+from eks_inference.charts.record import ChartRecord
 from eks_inference.charts.scheduling import check_schedulable
-from eks_inference.charts.traffic_split import TrafficSplitChart
+from eks_inference.charts.traffic_split import traffic_split_chart
 from eks_inference.load_budget import weights_gib
 from eks_inference.spec.loading import lustre_capacity_gib
 from eks_inference.spec.platform import PlatformSpec
@@ -119,68 +127,78 @@ def imported_file_systems(platform: PlatformSpec) -> tuple[tuple[str, LustreMoun
 
 
 def _all_charts(
-    app: cdk8s.App, platform: PlatformSpec, context: RenderContext
-) -> dict[str, list[ObjectsChart]]:
+    platform: PlatformSpec, context: RenderContext, karpenter: ChartRecord | None
+) -> dict[str, list[ChartRecord]]:
     """Every chart of every deployment, in file order: serving charts, the compile job, then
     monitoring and autoscaling, then the Ingress (each after the others, so the serving files
-    keep their numbers)."""
-    charts: dict[str, list[ObjectsChart]] = {}
+    keep their numbers). ``karpenter`` is the platform's NodePools chart, if any."""
+    charts: dict[str, list[ChartRecord]] = {}
     routes = platform.routes()
     for spec in platform.deployments:
         placement = platform.placement(spec)
         route = routes.get(spec.name)
-        rendered = deployment_charts(app, spec, placement, context, route)
+        rendered = deployment_charts(spec, placement, context, route)
         charts[spec.name] = [
             *rendered.charts,
-            *compile_job_charts(app, rendered),
-            *observability_charts(app, rendered),
-            *endpoint_charts(app, rendered),
+            *compile_job_charts(rendered),
+            *observability_charts(rendered),
+            *endpoint_charts(rendered),
         ]
     # A pod no node of its pool can run would be Pending forever: refuse to render it.
     check_schedulable(
         platform,
         {name: needs_of(deployment) for name, deployment in charts.items()},
-        rendered_platform_offers(platform),
+        platform_offers(platform, karpenter_offers(karpenter.objects) if karpenter else ()),
     )
     return charts
 
 
+def platform_charts(
+    platform: PlatformSpec, context: RenderContext | None = None
+) -> dict[str, ChartRecord]:
+    """Every chart of ``platform``, by the file it is written to (relative path), in write
+    order: the platform's own charts, each deployment's, then the traffic splits."""
+    context = context or default_context(platform)
+    charts = {NAMESPACE_FILE: namespace_chart()}
+    exporters = exporters_chart(neuron_pools(platform.node_pools))
+    if exporters.objects:
+        charts[EXPORTERS_FILE] = exporters
+    if platform.endpoint is not None and platform.endpoint.authentication == "api_key":
+        charts[API_KEY_FILE] = api_key_chart(
+            secret_id=api_key_secret_name(platform.cluster_name), region=platform.region
+        )
+    karpenter = platform_karpenter_chart(platform)
+    if karpenter is not None:
+        charts[KARPENTER_FILE] = karpenter
+    for name, deployment in _all_charts(platform, context, karpenter).items():
+        for index, chart in enumerate(deployment, start=1):
+            charts[f"{name}/{index:02d}-{chart.role}.yaml"] = chart
+    splits = split_chart(platform, context)
+    if splits is not None:
+        charts[SPLITS_FILE] = splits
+    return charts
+
+
+def manifest_text(objects: Iterable[dict[str, Any]]) -> str:
+    """The text of a manifest file of ``objects``: the header, then one YAML document each."""
+    return FILE_HEADER + dump_yaml(list(objects))
+
+
 def render_files(platform: PlatformSpec, context: RenderContext | None = None) -> dict[str, str]:
     """Every manifest file of ``platform``: relative path -> YAML text, in write order."""
-    context = context or default_context(platform)
-    app = cdk8s.App()
-    files = {NAMESPACE_FILE: FILE_HEADER + dump_yaml(list(NamespaceChart(app).objects))}
-    exporters = ExportersChart(app, "exporters", neuron_pools(platform.node_pools))
-    if exporters.objects:
-        files[EXPORTERS_FILE] = FILE_HEADER + dump_yaml(list(exporters.objects))
-    if platform.endpoint is not None and platform.endpoint.authentication == "api_key":
-        api_key = ApiKeyChart(
-            app, secret_id=api_key_secret_name(platform.cluster_name), region=platform.region
-        )
-        files[API_KEY_FILE] = FILE_HEADER + dump_yaml(list(api_key.objects))
-    karpenter = karpenter_chart(app, platform)
-    if karpenter is not None:
-        files[KARPENTER_FILE] = FILE_HEADER + dump_yaml(list(karpenter.objects))
-    for name, charts in _all_charts(app, platform, context).items():
-        for index, chart in enumerate(charts, start=1):
-            files[f"{name}/{index:02d}-{chart.role}.yaml"] = FILE_HEADER + dump_yaml(
-                list(chart.objects)
-            )
-    splits = split_chart(app, platform, context)
-    if splits is not None:
-        files[SPLITS_FILE] = FILE_HEADER + dump_yaml(list(splits.objects))
-    return files
+    return {
+        path: manifest_text(chart.objects)
+        for path, chart in platform_charts(platform, context).items()
+    }
 
 
-def split_chart(
-    app: cdk8s.App, platform: PlatformSpec, context: RenderContext
-) -> TrafficSplitChart | None:
+def split_chart(platform: PlatformSpec, context: RenderContext) -> ChartRecord | None:
     """The Ingresses of ``platform``'s traffic splits, or ``None`` when it has none."""
     splits = platform.splits()
     if not splits:
         return None
     deployments = {spec.name: spec for spec in platform.deployments}
-    return TrafficSplitChart(app, splits, deployments, context.vpc_cidr)
+    return traffic_split_chart(splits, deployments, context.vpc_cidr)
 
 
 def render_platform(
@@ -189,13 +207,15 @@ def render_platform(
     """Every deployment's objects, in file order: deployment name -> Kubernetes objects.
 
     The same objects as :func:`render_files`, compile jobs included. The shared namespace is
-    not part of any deployment; see :class:`NamespaceChart`. ``context`` defaults to
+    not part of any deployment; see :func:`namespace_chart`. ``context`` defaults to
     :func:`default_context`.
     """
     context = context or default_context(platform)
     return {
         name: [document for chart in charts for document in chart.to_json()]
-        for name, charts in _all_charts(cdk8s.App(), platform, context).items()
+        for name, charts in _all_charts(
+            platform, context, platform_karpenter_chart(platform)
+        ).items()
     }
 
 

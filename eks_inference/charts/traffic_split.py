@@ -25,9 +25,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from constructs import Construct
-
-from eks_inference.charts.chart import ObjectsChart
 from eks_inference.charts.common import OPENAI_PORT, PART_OF, api_object, metadata
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.endpoint import (
@@ -37,6 +34,7 @@ from eks_inference.charts.endpoint import (
     target_annotations,
 )
 from eks_inference.charts.engines.base import serving_engine
+from eks_inference.charts.record import ChartRecord
 from eks_inference.names import ALB_INGRESS_CLASS, COMPONENT_LABEL, INFERENCE_NAMESPACE
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.routes import SplitRoute
@@ -116,24 +114,19 @@ def split_ingress(
     )
 
 
-class TrafficSplitChart(ObjectsChart):
+def traffic_split_chart(
+    splits: list[SplitRoute], deployments: Mapping[str, ModelDeploymentSpec], vpc_cidr: str
+) -> ChartRecord:
     """The Ingresses of the platform's splits (``traffic-splits``).
 
     Applied after the deployments they route to (their Services must exist when the
-    controller builds the target groups); :attr:`needs` names the ``alb`` IngressClass.
+    controller builds the target groups); its needs name the ``alb`` IngressClass.
     """
-
-    def __init__(
-        self,
-        scope: Construct,
-        splits: list[SplitRoute],
-        deployments: Mapping[str, ModelDeploymentSpec],
-        vpc_cidr: str,
-    ) -> None:
-        super().__init__(
-            scope,
-            SPLIT_ROLE,
-            SPLIT_ROLE,
-            [split_ingress(split, deployments, vpc_cidr) for split in splits],
-            PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,), ingress_classes=(ALB_INGRESS_CLASS,)),
-        )
+    return ChartRecord(
+        chart_id=SPLIT_ROLE,
+        role=SPLIT_ROLE,
+        objects=tuple(split_ingress(split, deployments, vpc_cidr) for split in splits),
+        needs=PlatformNeeds(
+            namespaces=(INFERENCE_NAMESPACE,), ingress_classes=(ALB_INGRESS_CLASS,)
+        ),
+    )

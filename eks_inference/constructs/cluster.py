@@ -24,7 +24,8 @@ from constructs import Construct
 
 from eks_inference import versions
 from eks_inference.aws_types import iam_role_arn_problem, public_access_cidr_problem
-from eks_inference.charts.namespace import NamespaceChart
+from eks_inference.charts.chart import ObjectsChart
+from eks_inference.charts.namespace import namespace_chart
 from eks_inference.constructs._nag import (
     acknowledge,
     acknowledge_managed_policies,
@@ -142,7 +143,7 @@ class InferenceCluster(Construct):
     * one managed node group per pool (:class:`PoolNodegroup`) sharing one node role; with
       ``NodeProvisioning.KARPENTER`` the system pool's only, the other pools' nodes coming
       from Karpenter;
-    * the ``inference`` namespace (the charts' ``NamespaceChart``), applied as a manifest
+    * the ``inference`` namespace (the charts' ``namespace_chart``), applied as a manifest
       that deployments depend on (:meth:`namespace`);
     * outputs with the cluster name and the ``aws eks update-kubeconfig`` command.
 
@@ -306,7 +307,7 @@ class InferenceCluster(Construct):
         # The same chart renders the namespace into k8s_manifests/, so both agree.
         self._namespaces = {
             INFERENCE_NAMESPACE: self.cluster.add_cdk8s_chart(
-                "InferenceNamespace", NamespaceChart(cdk8s.App())
+                "InferenceNamespace", ObjectsChart(cdk8s.App(), namespace_chart())
             )
         }
 

@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 
-import cdk8s
 from aws_cdk import AssetHashType, AssetStaging, Stack, Token
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
 from eks_inference import names
 from eks_inference.charts.autoscaling import ROLE as AUTOSCALING_ROLE
-from eks_inference.charts.chart import DeploymentChart
 from eks_inference.charts.common import RenderContext
 from eks_inference.charts.contract import MountedPrefix, ServiceAccountNeed
 from eks_inference.charts.deployment import (
@@ -31,6 +29,7 @@ from eks_inference.charts.deployment import (
 )
 from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.loading import loader_of
+from eks_inference.charts.record import ChartRecord
 from eks_inference.constructs.addons import InferenceObservability, PlatformAddons, require
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
 from eks_inference.constructs.lustre import ModelFileSystem
@@ -152,8 +151,8 @@ class ModelDeployment(Construct):
       objects that sync it (the platform's maker of that Secret, ``ApiKeys``), since their
       pods do not start without it.
 
-    Charts are rendered under a fresh :class:`cdk8s.App` (cdk8s charts must never be created
-    under a CDK scope) with the bucket's name and a literal ``region``: the Mountpoint mount
+    Charts are rendered as plain records (:class:`~eks_inference.charts.record.ChartRecord`,
+    no cdk8s app) with the bucket's name and a literal ``region``: the Mountpoint mount
     options and the Run:ai streamer's environment take it verbatim. ``region`` defaults to the
     stack's region, which must then be concrete.
 
@@ -242,16 +241,15 @@ class ModelDeployment(Construct):
                 ((spec.name, self.file_system.mount),) if self.file_system is not None else ()
             ),
         )
-        app = cdk8s.App()
-        rendered = deployment_charts(app, spec, placement, context, route)
+        rendered = deployment_charts(spec, placement, context, route)
         serving = rendered.charts
-        compile_job = compile_job_charts(app, rendered)
-        observed = self._observability(spec, platform, observability_charts(app, rendered))
-        exposed = endpoint_charts(app, rendered)
+        compile_job = compile_job_charts(rendered)
+        observed = self._observability(spec, platform, observability_charts(rendered))
+        exposed = endpoint_charts(rendered)
         # After the volumes it mounts; serving pods wait for its completion marker. Monitors
         # and the autoscaler come after the pods they watch and the Deployment they scale, the
         # Ingress last, once there is a server to route to.
-        self.charts: list[DeploymentChart] = (
+        self.charts: list[ChartRecord] = (
             serving
             + (compile_job if spec.neuron_options.run_compile_job else [])
             + observed
@@ -311,8 +309,8 @@ class ModelDeployment(Construct):
 
     @staticmethod
     def _observability(
-        spec: ModelDeploymentSpec, platform: PlatformAddons, charts: list[DeploymentChart]
-    ) -> list[DeploymentChart]:
+        spec: ModelDeploymentSpec, platform: PlatformAddons, charts: list[ChartRecord]
+    ) -> list[ChartRecord]:
         """The monitoring and autoscaling charts the platform can apply.
 
         Monitors, rules and the dashboard are applied when an add-on of the platform installs

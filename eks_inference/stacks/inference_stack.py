@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import cdk8s
 from aws_cdk import CfnOutput, Duration, Environment, Fn, NestedStack, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -16,7 +15,7 @@ from constructs import Construct
 
 from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.loading import loader_of
-from eks_inference.charts.traffic_split import TrafficSplitChart
+from eks_inference.charts.traffic_split import traffic_split_chart
 from eks_inference.constructs import (
     ApiKeys,
     FsxCsiDriver,
@@ -247,7 +246,7 @@ class InferenceStack(Stack):
         if not splits:
             return
         deployments = {spec.name: spec for spec in platform.deployments}
-        chart = TrafficSplitChart(cdk8s.App(), splits, deployments, self.cluster.vpc_cidr)
+        chart = traffic_split_chart(splits, deployments, self.cluster.vpc_cidr)
         manifest = eks.KubernetesManifest(
             self, "TrafficSplits", cluster=self.cluster.eks_cluster, manifest=chart.to_json()
         )

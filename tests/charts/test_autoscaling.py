@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import cdk8s
 import pytest
 from pydantic import ValidationError
 
 from eks_inference import names
-from eks_inference.charts.autoscaling import AutoscalingChart, scale_in_behavior
+from eks_inference.charts.autoscaling import autoscaling_chart, scale_in_behavior
 from eks_inference.load_budget import model_load_seconds
 from eks_inference.observability.signals import signals_of
 from eks_inference.spec.deployment import ModelDeploymentSpec
@@ -72,7 +71,7 @@ def test_only_autoscaled_standalone_vllm_gets_a_scaled_object(rendered: Rendered
         assert len(of_kind(objects[spec.name], "ScaledObject")) == 1
     ray = rendered.platform.deployments[0]
     with pytest.raises(ValueError, match="only rendered for an engine that KEDA scales"):
-        AutoscalingChart(cdk8s.App(), ray)
+        autoscaling_chart(ray)
 
 
 def test_scaled_object_targets_the_deployment_within_the_spec_bounds() -> None:

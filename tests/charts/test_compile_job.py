@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cdk8s
 import kubernetes_validate
 import pytest
 import yaml
@@ -47,7 +46,6 @@ from eks_inference.charts.compile_job import (
     LOCAL_ARTIFACTS_PATH,
     SAFE_TO_EVICT_ANNOTATION,
     UPLOAD_CONTAINER,
-    CompileJobChart,
     active_deadline_seconds,
 )
 from eks_inference.charts.deployment import compile_job_charts, deployment_charts
@@ -413,16 +411,14 @@ def test_compile_job_charts_follow_the_deployments_volumes_and_policies(
 ) -> None:
     spec = reference_platform.deployment("llama3-8b-inf2")
     placement = reference_platform.placement(spec)
-    app = cdk8s.App()
-    rendered = deployment_charts(app, spec, placement, CONTEXT)
-    (chart,) = compile_job_charts(app, rendered)
-    assert isinstance(chart, CompileJobChart)
-    assert set(chart.node.dependencies) == {rendered.policies, *rendered.volumes}
+    rendered = deployment_charts(spec, placement, CONTEXT)
+    (chart,) = compile_job_charts(rendered)
+    assert (chart.role, chart.chart_id) == (COMPILE_JOB_ROLE, f"{spec.name}-{COMPILE_JOB_ROLE}")
+    assert chart.after == tuple(c.chart_id for c in (rendered.policies, *rendered.volumes))
     for other in reference_platform.deployments:
         if not other.on_neuron:
-            app = cdk8s.App()
-            rendered = deployment_charts(app, other, reference_platform.placement(other), CONTEXT)
-            assert compile_job_charts(app, rendered) == []
+            rendered = deployment_charts(other, reference_platform.placement(other), CONTEXT)
+            assert compile_job_charts(rendered) == []
 
 
 # -- the serving gate -------------------------------------------------------------------------

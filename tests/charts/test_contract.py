@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import cdk8s
 import pytest
 
 from eks_inference import names
 from eks_inference.artifacts import artifact_prefix
-from eks_inference.charts.chart import DeploymentChart, ObjectsChart
 from eks_inference.charts.common import MAX_OBJECT_BYTES
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.deployment import compile_job_charts, deployment_charts, needs_of
+from eks_inference.charts.record import ChartRecord
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT
@@ -26,19 +25,18 @@ from tests.charts.conftest import CONTEXT
 CUSTOM_RESOURCE_CRDS = {("ray.io/v1", "RayService"): names.RAYSERVICE_CRD}
 
 
-def _charts(platform: PlatformSpec) -> list[tuple[ModelDeploymentSpec, DeploymentChart]]:
-    app = cdk8s.App()
+def _charts(platform: PlatformSpec) -> list[tuple[ModelDeploymentSpec, ChartRecord]]:
     charts = []
     for spec in platform.deployments:
         placement = platform.placement(spec)
-        rendered = deployment_charts(app, spec, placement, CONTEXT)
-        for chart in [*rendered.charts, *compile_job_charts(app, rendered)]:
+        rendered = deployment_charts(spec, placement, CONTEXT)
+        for chart in [*rendered.charts, *compile_job_charts(rendered)]:
             charts.append((spec, chart))
     return charts
 
 
 @pytest.fixture(scope="module", params=["reference_platform", "variants_platform"])
-def charts(request: pytest.FixtureRequest) -> list[tuple[ModelDeploymentSpec, DeploymentChart]]:
+def charts(request: pytest.FixtureRequest) -> list[tuple[ModelDeploymentSpec, ChartRecord]]:
     return _charts(request.getfixturevalue(request.param))
 
 
@@ -53,15 +51,15 @@ def _kind(objects: tuple[dict[str, Any], ...], kind: str) -> list[dict[str, Any]
 
 
 def test_every_namespace_used_is_recorded(
-    charts: list[tuple[ModelDeploymentSpec, DeploymentChart]],
+    charts: list[tuple[ModelDeploymentSpec, ChartRecord]],
 ) -> None:
     for _, chart in charts:
         used = {o["metadata"]["namespace"] for o in chart.objects if "namespace" in o["metadata"]}
-        assert used == set(chart.needs.namespaces), chart.node.id
+        assert used == set(chart.needs.namespaces), chart.chart_id
 
 
 def test_custom_resources_are_recorded_with_their_crds(
-    charts: list[tuple[ModelDeploymentSpec, DeploymentChart]],
+    charts: list[tuple[ModelDeploymentSpec, ChartRecord]],
 ) -> None:
     for _, chart in charts:
         custom = {
@@ -69,11 +67,11 @@ def test_custom_resources_are_recorded_with_their_crds(
             for o in chart.objects
             if _is_custom(o["apiVersion"])
         }
-        assert custom == set(chart.needs.custom_resources), chart.node.id
+        assert custom == set(chart.needs.custom_resources), chart.chart_id
 
 
 def test_mounted_prefixes_are_the_persistent_volumes(
-    charts: list[tuple[ModelDeploymentSpec, DeploymentChart]],
+    charts: list[tuple[ModelDeploymentSpec, ChartRecord]],
 ) -> None:
     for _, chart in charts:
         recorded = {
@@ -89,19 +87,19 @@ def test_mounted_prefixes_are_the_persistent_volumes(
             )
             for pv in _kind(chart.objects, "PersistentVolume")
         }
-        assert recorded == set(chart.needs.mounted_prefixes), chart.node.id
+        assert recorded == set(chart.needs.mounted_prefixes), chart.chart_id
         claims = {c["metadata"]["name"] for c in _kind(chart.objects, "PersistentVolumeClaim")}
         assert claims == {m.claim_name for m in chart.needs.mounted_prefixes}
 
 
 def test_identities_are_the_service_accounts_that_call_aws(
-    charts: list[tuple[ModelDeploymentSpec, DeploymentChart]],
+    charts: list[tuple[ModelDeploymentSpec, ChartRecord]],
 ) -> None:
     seen: dict[str, set[str]] = {}
     for spec, chart in charts:
         accounts = {a["metadata"]["name"] for a in _kind(chart.objects, "ServiceAccount")}
         for need in chart.needs.service_accounts:
-            assert need.name in accounts, chart.node.id
+            assert need.name in accounts, chart.chart_id
             assert need.namespace == names.INFERENCE_NAMESPACE
             seen.setdefault(spec.name, set()).add(need.role)
             if need.role == names.SERVER_IDENTITY:
@@ -120,7 +118,7 @@ def test_identities_are_the_service_accounts_that_call_aws(
                 assert need.reads == ()
                 assert need.writes == (artifact_prefix(spec),)
         if spec.weights.loader == "mountpoint":
-            assert not any(n.reads for n in chart.needs.service_accounts), chart.node.id
+            assert not any(n.reads for n in chart.needs.service_accounts), chart.chart_id
     for spec, _ in charts:
         expected = {names.SERVER_IDENTITY} if spec.weights.loader == "runai_streamer" else set()
         if spec.has_compiled_artifacts:
@@ -129,7 +127,7 @@ def test_identities_are_the_service_accounts_that_call_aws(
 
 
 def test_needs_combine_without_repeats(
-    charts: list[tuple[ModelDeploymentSpec, DeploymentChart]],
+    charts: list[tuple[ModelDeploymentSpec, ChartRecord]],
 ) -> None:
     total = needs_of(chart for _, chart in charts)
     assert total.namespaces == (names.INFERENCE_NAMESPACE,)
@@ -146,6 +144,6 @@ def test_an_object_beyond_the_kubernetes_limit_is_refused_naming_it() -> None:
         "data": {"blob": "x" * MAX_OBJECT_BYTES},
     }
     with pytest.raises(ValueError, match=r"ConfigMap inference/huge renders to 1,048,6\d\d bytes"):
-        ObjectsChart(cdk8s.App(), "too-big", "test", [big], PlatformNeeds())
+        ChartRecord("too-big", "test", (big,), PlatformNeeds())
     small = {**big, "data": {"blob": "x" * 1000}}
-    assert ObjectsChart(cdk8s.App(), "fine", "test", [small], PlatformNeeds()).to_json() == [small]
+    assert ChartRecord("fine", "test", (small,), PlatformNeeds()).to_json() == [small]

@@ -12,7 +12,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import cdk8s
 import jsonschema
 import kubernetes_validate
 import pytest
@@ -27,9 +26,9 @@ from eks_inference.charts.common import (
 from eks_inference.charts.deployment import deployment_charts, endpoint_charts, needs_of
 from eks_inference.charts.endpoint import (
     ALB_ANNOTATION_PREFIX,
+    ENDPOINT_ROLE,
     TLS_POLICY,
-    ApiKeyChart,
-    EndpointChart,
+    api_key_chart,
     api_key_objects,
     strip_prefix_transform,
 )
@@ -537,19 +536,18 @@ def test_servers_not_exposed_need_no_key(variants: Rendered) -> None:
 
 
 def test_needs_name_the_ingress_class_and_the_secret(reference_platform: PlatformSpec) -> None:
-    app = cdk8s.App()
     for spec in reference_platform.deployments:
         route = reference_platform.route(spec)
         assert route is not None
-        rendered = deployment_charts(app, spec, reference_platform.placement(spec), CONTEXT, route)
+        rendered = deployment_charts(spec, reference_platform.placement(spec), CONTEXT, route)
         serving = rendered.charts
-        (endpoint,) = endpoint_charts(app, rendered)
-        assert isinstance(endpoint, EndpointChart)
+        (endpoint,) = endpoint_charts(rendered)
+        assert (endpoint.role, endpoint.chart_id) == (ENDPOINT_ROLE, f"{spec.name}-endpoint")
         assert endpoint.needs.ingress_classes == (names.ALB_INGRESS_CLASS,)
         assert endpoint.needs.namespaces == (names.INFERENCE_NAMESPACE,)
         assert needs_of(serving).secrets == (API_KEY_SECRET_NEED,)
-        assert set(endpoint.node.dependencies) == {serving[-1]}
-    api_key = ApiKeyChart(app, secret_id="eks-inference/api-key", region="us-east-1")
+        assert endpoint.after == (serving[-1].chart_id,)
+    api_key = api_key_chart(secret_id="eks-inference/api-key", region="us-east-1")
     assert set(api_key.needs.custom_resources) == {
         "secretstores.external-secrets.io",
         "externalsecrets.external-secrets.io",
@@ -559,9 +557,8 @@ def test_needs_name_the_ingress_class_and_the_secret(reference_platform: Platfor
 
 def test_no_endpoint_chart_without_a_route(reference_platform: PlatformSpec) -> None:
     spec = reference_platform.deployments[0]
-    app = cdk8s.App()
-    rendered = deployment_charts(app, spec, reference_platform.placement(spec), CONTEXT)
-    assert endpoint_charts(app, rendered) == []
+    rendered = deployment_charts(spec, reference_platform.placement(spec), CONTEXT)
+    assert endpoint_charts(rendered) == []
 
 
 def test_the_ingress_takes_the_render_context_of_the_deployment(
@@ -571,9 +568,8 @@ def test_the_ingress_takes_the_render_context_of_the_deployment(
     spec = reference_platform.deployments[0]
     route = reference_platform.route(spec)
     context = replace(CONTEXT, vpc_cidr="10.42.0.0/16")
-    app = cdk8s.App()
-    rendered = deployment_charts(app, spec, reference_platform.placement(spec), context, route)
-    (endpoint,) = endpoint_charts(app, rendered)
+    rendered = deployment_charts(spec, reference_platform.placement(spec), context, route)
+    (endpoint,) = endpoint_charts(rendered)
     (ingress,) = of_kind(endpoint.to_json(), "Ingress")
     assert ingress["metadata"]["annotations"][f"{ALB_ANNOTATION_PREFIX}inbound-cidrs"] == (
         "10.42.0.0/16"
@@ -592,14 +588,13 @@ def _secret_refs(value: Any) -> set[str]:
 
 def test_each_charts_record_matches_what_it_renders(exposed: Rendered) -> None:
     """Every Secret read and IngressClass named is recorded, and nothing else is."""
-    app = cdk8s.App()
     platform = exposed.platform
     for spec in platform.deployments:
         route = platform.route(spec)
-        rendered = deployment_charts(app, spec, platform.placement(spec), CONTEXT, route)
-        charts = [*rendered.charts, *endpoint_charts(app, rendered)]
+        rendered = deployment_charts(spec, platform.placement(spec), CONTEXT, route)
+        charts = [*rendered.charts, *endpoint_charts(rendered)]
         for chart in charts:
             objects = chart.to_json()
-            assert {s.name for s in chart.needs.secrets} == _secret_refs(objects), chart.node.id
+            assert {s.name for s in chart.needs.secrets} == _secret_refs(objects), chart.chart_id
             classes = {o["spec"]["ingressClassName"] for o in of_kind(objects, "Ingress")}
-            assert set(chart.needs.ingress_classes) == classes, chart.node.id
+            assert set(chart.needs.ingress_classes) == classes, chart.chart_id

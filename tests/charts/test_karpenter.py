@@ -16,7 +16,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import cdk8s
 import jsonschema
 import pytest
 import yaml
@@ -31,13 +30,14 @@ from eks_inference.charts.contract import PlatformNeeds, PodNeed
 from eks_inference.charts.deployment import compile_job_charts, deployment_charts, needs_of
 from eks_inference.charts.karpenter import (
     KARPENTER_CAPACITY_TYPES,
-    KarpenterChart,
     ami_alias,
     consolidate_after_seconds,
+    karpenter_chart,
     karpenter_offers,
     platform_offers,
     termination_grace_seconds,
 )
+from eks_inference.charts.record import ChartRecord
 from eks_inference.charts.render import KARPENTER_FILE, render_files
 from eks_inference.charts.scheduling import (
     NodeOffer,
@@ -112,16 +112,15 @@ def karpenter_platform(request: pytest.FixtureRequest) -> PlatformSpec:
     return platform.with_node_provisioning("karpenter")
 
 
-def _chart(platform: PlatformSpec) -> KarpenterChart:
-    return KarpenterChart(
-        cdk8s.App(),
+def _chart(platform: PlatformSpec) -> ChartRecord:
+    return karpenter_chart(
         cluster_name=platform.cluster_name,
         pools=platform.node_pools,
         deployments=platform.deployments,
     )
 
 
-def _by_kind(chart: KarpenterChart, kind: str) -> dict[str, dict[str, Any]]:
+def _by_kind(chart: ChartRecord, kind: str) -> dict[str, dict[str, Any]]:
     return {o["metadata"]["name"]: o for o in chart.objects if o["kind"] == kind}
 
 
@@ -373,12 +372,11 @@ def test_serving_and_compile_pods_say_how_long_karpenter_must_not_move_them(
 
 
 def _needs(platform: PlatformSpec) -> dict[str, PlatformNeeds]:
-    app = cdk8s.App()
     needs = {}
     for spec in platform.deployments:
         placement = platform.placement(spec)
-        rendered = deployment_charts(app, spec, placement, CONTEXT)
-        charts = [*rendered.charts, *compile_job_charts(app, rendered)]
+        rendered = deployment_charts(spec, placement, CONTEXT)
+        charts = [*rendered.charts, *compile_job_charts(rendered)]
         needs[spec.name] = needs_of(charts)
     return needs
 
@@ -386,7 +384,7 @@ def _needs(platform: PlatformSpec) -> dict[str, PlatformNeeds]:
 def _offers(platform: PlatformSpec) -> tuple[NodeOffer, ...]:
     if platform.node_provisioning == "managed":
         return platform_offers(platform)
-    return platform_offers(platform, _chart(platform).offers)
+    return platform_offers(platform, karpenter_offers(_chart(platform).objects))
 
 
 def _cases() -> list[tuple[str, str]]:

@@ -76,10 +76,8 @@ def test_the_image_loader_copies_the_pinned_image_into_a_bounded_volume(
 
 
 def test_the_image_loader_needs_no_volume_and_no_aws_identity() -> None:
-    import cdk8s
-
     spec = EXAMPLE.deployment("qwen25-1b5-image")
-    rendered = deployment_charts(cdk8s.App(), spec, EXAMPLE.placement(spec), CONTEXT)
+    rendered = deployment_charts(spec, EXAMPLE.placement(spec), CONTEXT)
     assert rendered.weights is None
     needs = needs_of(rendered.charts)
     assert needs.service_accounts == ()
@@ -115,10 +113,8 @@ def test_the_lustre_volume_follows_the_pinned_driver_example(
 
 
 def test_the_lustre_volume_is_recorded_for_the_platform() -> None:
-    import cdk8s
-
     spec = EXAMPLE.deployment("llama3-8b-fsx")
-    rendered = deployment_charts(cdk8s.App(), spec, EXAMPLE.placement(spec), CONTEXT_WITH_FSX)
+    rendered = deployment_charts(spec, EXAMPLE.placement(spec), CONTEXT_WITH_FSX)
     needs = needs_of(rendered.charts)
     (need,) = needs.lustre_volumes
     assert need.file_system_id == FILE_SYSTEM.file_system_id

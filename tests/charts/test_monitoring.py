@@ -6,12 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import cdk8s
 import kubernetes_validate
 import pytest
 
 from eks_inference.catalog import Accelerator
-from eks_inference.charts.monitoring import ExportersChart, neuron_pools
+from eks_inference.charts.monitoring import exporters_chart, neuron_pools
 from eks_inference.metrics import unknown_metrics
 from eks_inference.names import GRAFANA_DASHBOARD_LABEL, INFERENCE_NAMESPACE
 from eks_inference.observability.signals import DEPLOYMENT_LABEL, signals_of
@@ -46,7 +45,7 @@ def _platforms(rendered: Rendered) -> list[tuple[PlatformSpec, dict[str, list[di
 
 
 def _exporters(platform: PlatformSpec) -> list[dict[str, Any]]:
-    return list(ExportersChart(cdk8s.App(), "exporters", neuron_pools(platform.node_pools)).objects)
+    return list(exporters_chart(neuron_pools(platform.node_pools)).objects)
 
 
 def _check_monitor(monitor: dict[str, Any], objects: list[dict[str, Any]]) -> list[Any]:

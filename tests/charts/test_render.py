@@ -11,14 +11,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import cdk8s
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eks_inference.charts import output_dir, render
-from eks_inference.charts.chart import DeploymentChart
+from eks_inference.charts.common import dump_yaml
 from eks_inference.charts.deployment import RenderedDeployment, deployment_charts
-from eks_inference.charts.namespace import NamespaceChart
 from eks_inference.charts.output_dir import (
     MARKER,
     ForeignFilesError,
@@ -402,22 +402,22 @@ def test_first_write_creates_the_directory(
 
 
 def test_rendering_the_reference_platform_is_fast(reference_platform: PlatformSpec) -> None:
-    render_files(reference_platform, CONTEXT)  # warm the JavaScript runtime
+    render_files(reference_platform, CONTEXT)  # warm the caches
     start = time.perf_counter()
     render_files(reference_platform, CONTEXT)
     assert time.perf_counter() - start < 0.5
 
 
-def test_server_chart_depends_on_its_volumes(reference_platform: PlatformSpec) -> None:
-    app = cdk8s.App()
-    NamespaceChart(app)
+def test_server_chart_comes_after_its_policies_and_volumes(
+    reference_platform: PlatformSpec,
+) -> None:
     for spec in reference_platform.deployments:
-        charts = deployment_charts(app, spec, reference_platform.placement(spec), CONTEXT).charts
-        assert all(isinstance(c, DeploymentChart) for c in charts)
-        *volumes, server = charts
-        dependencies = set(server.node.dependencies)
-        assert dependencies == set(volumes)
-        assert [c.node.id for c in charts] == [f"{spec.name}-{c.role}" for c in charts]  # type: ignore[attr-defined]
+        charts = deployment_charts(spec, reference_platform.placement(spec), CONTEXT).charts
+        *before, server = charts
+        assert server.after == tuple(c.chart_id for c in before)
+        assert all(c.after == () for c in before)
+        assert [c.chart_id for c in charts] == [f"{spec.name}-{c.role}" for c in charts]
+        assert {c.deployment_name for c in charts} == {spec.name}
 
 
 def test_render_platform_maps_deployments_to_objects(reference: Rendered) -> None:
@@ -434,3 +434,77 @@ def test_default_context_names_the_cdk_built_image(reference_platform: PlatformS
     )
     text = render_files(reference_platform)["llama3-8b-inf2/04-rayservice.yaml"]
     assert f"image: {context.neuron_ray_image}" in text
+
+
+class _GenericDumper(yaml.CSafeDumper):
+    """The writer's YAML as PyYAML's generic representer and resolver write it."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+_GenericDumper.add_representer(
+    str,
+    lambda dumper, value: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
+    ),
+)
+
+# Scalars YAML reads as something else unless quoted, and text that needs escaping or folding.
+_TRICKY = st.sampled_from(
+    [
+        "",
+        "yes",
+        "No",
+        "on",
+        "null",
+        "~",
+        "1",
+        "0755",
+        "1.5",
+        ".inf",
+        "1e3",
+        "0x1F",
+        "- a",
+        "a: b",
+        "#c",
+        " lead",
+        "trail ",
+        "multi\nline\n",
+        "tab\tin",
+        "'q'",
+        '"q"',
+        "é ünï",
+        "x" * 150,
+        "word " * 40,
+        "2026-01-01",
+        "=",
+        "<<",
+        "*a",
+        "&a",
+        "!tag",
+        "%",
+        "@",
+        "`",
+    ]
+)
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(), _TRICKY)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.one_of(st.text(max_size=8), _TRICKY), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_JSON, min_size=1, max_size=3))
+def test_yaml_is_what_the_generic_representer_writes(documents: list[Any]) -> None:
+    """The writer builds nodes for dicts, lists and strings itself and remembers scalar tags;
+    its text is byte for byte the generic representer's, for any JSON-like documents."""
+    expected = yaml.dump_all(
+        documents, Dumper=_GenericDumper, sort_keys=False, default_flow_style=False, width=100
+    )
+    assert dump_yaml(documents) == expected

@@ -9,7 +9,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import cdk8s
 import kubernetes_validate
 import pytest
 import yaml
@@ -54,7 +53,7 @@ def example() -> PlatformSpec:
 
 
 def split_ingresses(platform: PlatformSpec) -> list[dict[str, Any]]:
-    chart = split_chart(cdk8s.App(), platform, CONTEXT)
+    chart = split_chart(platform, CONTEXT)
     assert chart is not None
     return list(chart.objects)
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import Result
 
-from .conftest import REFERENCE_PLATFORM
+from .conftest import REFERENCE_PLATFORM, REPO_ROOT
 
 
 def test_manifests_are_written(cli: Callable[..., Result], tmp_path: Path) -> None:
@@ -48,6 +49,39 @@ def test_plan_imports_neither_cdk_nor_boto3_nor_matplotlib() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert completed.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    "platform", ["deployments.yaml", "karpenter", "examples/triton-canary.yaml"]
+)
+def test_manifests_import_no_jsii_library(platform: str, tmp_path: Path) -> None:
+    """``manifests`` writes from plain chart records: no cdk8s, jsii, aws-cdk or constructs is
+    imported, so no JavaScript runtime starts (the reference platform in both provisioning
+    modes, and an example with traffic splits)."""
+    if platform == "karpenter":
+        data = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+        data["node_provisioning"] = "karpenter"
+        platform_file = tmp_path / "karpenter.yaml"
+        platform_file.write_text(yaml.safe_dump(data))
+    else:
+        platform_file = REPO_ROOT / platform
+    out = tmp_path / "k8s_manifests"
+    code = (
+        "import sys\n"
+        "from eks_inference.cli.main import app\n"
+        "from typer.testing import CliRunner\n"
+        "result = CliRunner().invoke(\n"
+        f"    app, ['manifests', '--platform', {str(platform_file)!r}, '--out', {str(out)!r}]\n"
+        ")\n"
+        "assert result.exit_code == 0, result.output\n"
+        "jsii = ('jsii', 'cdk8s', 'constructs', 'aws_cdk')\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in jsii)))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert completed.stdout.strip() == ""
+    assert (out / "namespace.yaml").is_file()
 
 
 def test_help_lists_every_command(cli: Callable[..., Result]) -> None:

@@ -12,11 +12,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import cdk8s
 import pytest
 
 from eks_inference import names, versions
-from eks_inference.charts.karpenter import KarpenterChart
+from eks_inference.charts.karpenter import karpenter_chart
 from eks_inference.constructs.addons.karpenter import (
     ATTACHED_POLICIES,
     SERVICE_ACCOUNT,
@@ -291,8 +290,7 @@ def test_cloudformation_applies_the_node_pools_the_manifests_hold(
         labels = obj["metadata"]["labels"]
         for key in [k for k in labels if k.startswith("aws.cdk.eks/prune-")]:
             del labels[key]
-    expected = KarpenterChart(
-        cdk8s.App(),
+    expected = karpenter_chart(
         cluster_name=PLATFORM.cluster_name,
         pools=PLATFORM.node_pools,
         deployments=PLATFORM.deployments,

@@ -326,7 +326,7 @@ def test_another_app_can_apply_deployments_in_its_own_stack(tmp_path: Path) -> N
     assert streamer.compile_identity is None
     assert neuron.server_identity is None
     assert neuron.compile_identity is not None
-    assert [c.node.id for c in neuron.charts] == [
+    assert [c.chart_id for c in neuron.charts] == [
         f"{NEURON}-network-policy",
         f"{NEURON}-model-weights",
         f"{NEURON}-neuron-artifacts",

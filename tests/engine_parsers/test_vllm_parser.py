@@ -44,7 +44,7 @@ CONTEXT = RenderContext(
     bucket_name="eks-inference-models-example", region="us-east-1", neuron_ray_image=""
 )
 # The chart variants' GPU deployments of standalone vLLM (tests/charts/conftest.py), without
-# importing the charts' fixtures (which need cdk8s): LMCache with both tiers, and tensor
+# importing the charts' fixtures: LMCache with both tiers, and tensor
 # parallelism over four GPUs from a Mountpoint volume.
 VARIANTS: dict[str, Any] = {
     "model_bucket_name": CONTEXT.bucket_name,

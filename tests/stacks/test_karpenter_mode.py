@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import cdk8s
 import pytest
 import yaml
 from aws_cdk import App, Stack
@@ -22,7 +21,7 @@ from typer.testing import CliRunner
 from eks_inference.charts import pod
 from eks_inference.charts.common import COMPILE_JOB_ROLE, COMPONENT_LABEL
 from eks_inference.charts.contract import PodNeed
-from eks_inference.charts.karpenter import KarpenterChart, karpenter_offers
+from eks_inference.charts.karpenter import karpenter_chart, karpenter_offers
 from eks_inference.charts.render import KARPENTER_FILE, render_platform
 from eks_inference.charts.scheduling import INSTANCE_TYPE_LABEL, NodeOffer, Taint, unmet
 from eks_inference.cli.main import app as cli
@@ -247,8 +246,7 @@ def test_the_manifests_command_writes_the_karpenter_objects_in_karpenter_mode(
     )
     assert result.exit_code == 0, result.output
     written = list(yaml.safe_load_all((out / KARPENTER_FILE).read_text()))
-    expected = KarpenterChart(
-        cdk8s.App(),
+    expected = karpenter_chart(
         cluster_name=KARPENTER.cluster_name,
         pools=KARPENTER.node_pools,
         deployments=KARPENTER.deployments,

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import cdk8s
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -24,7 +23,7 @@ from constructs import Construct
 
 from eks_inference import versions
 from eks_inference.charts.common import API_KEY_SECRET_NEED
-from eks_inference.charts.endpoint import ApiKeyChart
+from eks_inference.charts.endpoint import api_key_chart
 from eks_inference.constructs._nag import acknowledge
 from eks_inference.constructs.addons.helm import PinnedHelmChart, on_pool
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
@@ -59,7 +58,7 @@ class ApiKeys(Construct):
     * the External Secrets Operator (``versions.EXTERNAL_SECRETS_CHART``, with its CRDs) on the
       system pool, after the system node group and its Pod Identity association; its role may
       read (``GetSecretValue``, ``DescribeSecret``) this one secret and nothing else;
-    * the platform's :class:`~eks_inference.charts.endpoint.ApiKeyChart` (a SecretStore and
+    * the platform's :func:`~eks_inference.charts.endpoint.api_key_chart` (a SecretStore and
       an ExternalSecret in the inference namespace), which keeps the Secret
       ``names.API_KEY_SECRET`` in step with the secret, re-read hourly.
 
@@ -135,8 +134,8 @@ class ApiKeys(Construct):
             identity.association, self.operator_role, cluster.nodegroup(system.name)
         )
         # The literal name, as k8s_manifests/api-key.yaml has it.
-        chart = ApiKeyChart(
-            cdk8s.App(), secret_id=api_key_secret_name(cluster.cluster_name), region=stack.region
+        chart = api_key_chart(
+            secret_id=api_key_secret_name(cluster.cluster_name), region=stack.region
         )
         self.manifest = eks.KubernetesManifest(
             self, "SyncedSecret", cluster=cluster.eks_cluster, manifest=chart.to_json()

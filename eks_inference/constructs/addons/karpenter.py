@@ -16,7 +16,6 @@ from functools import cache
 from importlib import resources
 from typing import Any, ClassVar
 
-import cdk8s
 from aws_cdk import Annotations, Duration, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -28,7 +27,12 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from eks_inference import versions
-from eks_inference.charts.karpenter import NODE_CLASSES_CRD, NODE_POOLS_CRD, KarpenterChart
+from eks_inference.charts.karpenter import (
+    NODE_CLASSES_CRD,
+    NODE_POOLS_CRD,
+    karpenter_chart,
+    karpenter_offers,
+)
 from eks_inference.charts.scheduling import KARPENTER_VM_MEMORY_OVERHEAD, NodeOffer
 from eks_inference.constructs._nag import (
     acknowledge,
@@ -118,7 +122,7 @@ class KarpenterNodeProvisioning(Construct):
       in ``crds/``), then the controller on the system pool's managed nodes with the cluster
       name, the queue, the region (nodes keep instance metadata from pods) and the memory
       overhead the scheduling check assumes;
-    * the **NodePools and EC2NodeClasses** (:class:`~eks_inference.charts.karpenter.KarpenterChart`)
+    * the **NodePools and EC2NodeClasses** (:func:`~eks_inference.charts.karpenter.karpenter_chart`)
       of the cluster's pools, with ``deployments`` deciding how long empty accelerator nodes
       stay and how long a drain may take. They are applied after the controller and deleted
       before it, so that Karpenter terminates the nodes it launched on ``cdk destroy``.
@@ -236,8 +240,7 @@ class KarpenterNodeProvisioning(Construct):
             cluster.nodegroup(system.name),
         )
 
-        self.chart = KarpenterChart(
-            cdk8s.App(),
+        self.chart = karpenter_chart(
             cluster_name=cluster.cluster_name,
             pools=cluster.node_pools,
             deployments=deployments,
@@ -254,7 +257,7 @@ class KarpenterNodeProvisioning(Construct):
     @property
     def offers(self) -> tuple[NodeOffer, ...]:
         """The nodes its NodePools can launch, read back from the rendered objects."""
-        return self.chart.offers
+        return karpenter_offers(self.chart.objects)
 
     def _interruption_queue(self) -> sqs.Queue:
         settings = documented_policy()["interruption_queue"]

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import cdk8s
 from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -27,7 +26,7 @@ from eks_inference.charts.autoscaling import SCALEDOBJECT_CRD
 from eks_inference.charts.monitoring import (
     PODMONITOR_CRD,
     PROMETHEUSRULE_CRD,
-    ExportersChart,
+    exporters_chart,
     neuron_pools,
 )
 from eks_inference.constructs._nag import acknowledge, managed_policy_finding
@@ -112,7 +111,7 @@ class InferenceObservability(Construct):
       alone (their labels and taints), with Kubernetes mapping so each GPU series names the
       pod and namespace using it, kept on scrape (``honorLabels``).
     * **neuron-monitor** with its Prometheus exporter (Neuron pools only): the DaemonSets and
-      PodMonitor of :class:`~eks_inference.charts.monitoring.ExportersChart`.
+      PodMonitor of :func:`~eks_inference.charts.monitoring.exporters_chart`.
     * **KEDA** (``versions.KEDA_CHART``) in ``names.KEDA_NAMESPACE`` on the system pool,
       with its operator and metrics server scraped.
 
@@ -291,7 +290,7 @@ class InferenceObservability(Construct):
         pools: Sequence[NodePool] = neuron_pools(cluster.node_pools)
         if not pools:
             return None
-        chart = ExportersChart(cdk8s.App(), "exporters", pools)
+        chart = exporters_chart(pools)
         return eks.KubernetesManifest(
             self, "NeuronMonitor", cluster=cluster.eks_cluster, manifest=chart.to_json()
         )
