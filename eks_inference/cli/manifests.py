@@ -24,8 +24,9 @@ def write(
     """Render every deployment into ``out_dir``, replacing the files written there before;
     the files written. Every failure is one line: bad input exits 2, a failed write 1.
 
-    The renderer (cdk8s) is imported here, not at start-up: it loads a JavaScript runtime,
-    which the other commands do not need.
+    The renderer is imported here, not at start-up: it builds every chart module, which the
+    other commands do not need (it needs no JavaScript runtime: see
+    :mod:`eks_inference.charts.render`).
     """
     from eks_inference.charts.common import MissingFileSystemError
     from eks_inference.charts.output_dir import ForeignFilesError, OutputDirError
