@@ -287,8 +287,11 @@ class ModelDeployment(Construct):
         self.mountpoint_prefixes: tuple[str, ...] = ()
         self.manifests: list[eks.KubernetesManifest] = []
         for chart in self.charts:
+            # The chart's objects themselves, not to_json()'s deep copy: jsii only reads them
+            # (it sends Node.js a serialized copy), and copying every manifest of a large
+            # platform costs more than creating it.
             manifest = eks.KubernetesManifest(
-                self, chart.role, cluster=cluster.eks_cluster, manifest=chart.to_json()
+                self, chart.role, cluster=cluster.eks_cluster, manifest=list(chart.objects)
             )
             needs = chart.needs
             # Everything the manifest waits for, added in one call.
