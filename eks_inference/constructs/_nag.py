@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_iam as iam
 from constructs import IConstruct
+
+from eks_inference.constructs._stacks import stack_of
 
 
 def acknowledge(scope: IConstruct, rule_id: str | Sequence[str], reason: str) -> None:
@@ -28,9 +30,17 @@ def acknowledge(scope: IConstruct, rule_id: str | Sequence[str], reason: str) ->
         )
 
 
+def acknowledge_each(scope: IConstruct, reasons: Mapping[str, str]) -> None:
+    """Accept each finding of ``reasons`` on ``scope`` with its own reason, in one call."""
+    if reasons:
+        Validations.of(scope).acknowledge(
+            *(Acknowledgment(id=rule, reason=reason) for rule, reason in reasons.items())
+        )
+
+
 def flatten_reference(scope: IConstruct, value: Any) -> str:
     """Render a (possibly tokenised) value as cdk-nag does: ``{"Ref": "X"}`` -> ``<X>``."""
-    return _flatten(Stack.of(scope).resolve(value))
+    return _flatten(stack_of(scope).resolve(value))
 
 
 def wildcard_resource_finding(scope: IConstruct, resource: Any) -> str:
@@ -40,7 +50,7 @@ def wildcard_resource_finding(scope: IConstruct, resource: Any) -> str:
 
 def wildcard_resource_findings(scope: IConstruct, resources: list[Any]) -> list[str]:
     """:func:`wildcard_resource_finding` for several resources, resolved in one call."""
-    resolved = Stack.of(scope).resolve(resources) if resources else []
+    resolved = stack_of(scope).resolve(resources) if resources else []
     return [f"AwsSolutions-IAM5[Resource::{_flatten(value)}]" for value in resolved]
 
 
@@ -58,7 +68,10 @@ def wildcard_grant_reasons(
     other wildcard resource is returned as a problem, to fail the synth rather than be
     accepted.
     """
-    resolved = Stack.of(scope).resolve([s.to_statement_json() for s in statements])
+    # One document of the statements, resolved in one call (not one call per statement); not
+    # minimized, so each statement is rendered as its own toStatementJson renders it.
+    document = iam.PolicyDocument(statements=list(statements), minimize=False)
+    resolved = stack_of(scope).resolve(document)["Statement"]
     granted: dict[str, tuple[dict[str, None], dict[str, None]]] = {}
     problems: list[str] = []
     for statement in resolved:
@@ -102,12 +115,24 @@ def acknowledge_managed_policies(scope: IConstruct, reason: str) -> None:
     For roles that CDK itself creates (the kubectl handler, custom resource providers),
     whose managed policies are chosen by CDK; each policy is acknowledged by name.
     """
-    for child in scope.node.find_all():
-        if isinstance(child, iam.CfnRole):
-            arns = Stack.of(child).resolve(child.managed_policy_arns) or []
-            acknowledge(
-                child, [f"AwsSolutions-IAM4[Policy::{_flatten(arn)}]" for arn in arns], reason
-            )
+    found = scope.node.find_all()
+    roles = [child for child in found if isinstance(child, iam.CfnRole)]
+    if not roles:
+        return
+    if any(isinstance(child, Stack) and child is not scope for child in found):
+        # Roles in nested stacks below scope: each resolved in its own stack.
+        resolved = [stack_of(role).resolve(role.managed_policy_arns) for role in roles]
+    else:
+        # Every role is in scope's stack: all their policies resolved in one call, keyed by
+        # index since a role without managed policies resolves to nothing.
+        by_index = stack_of(scope).resolve(
+            {str(i): role.managed_policy_arns for i, role in enumerate(roles)}
+        )
+        resolved = [(by_index or {}).get(str(i)) for i in range(len(roles))]
+    for role, arns in zip(roles, resolved, strict=True):
+        acknowledge(
+            role, [f"AwsSolutions-IAM4[Policy::{_flatten(arn)}]" for arn in arns or []], reason
+        )
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -32,6 +32,7 @@ from eks_inference.constructs._nag import (
     managed_policy_finding,
     wildcard_resource_finding,
 )
+from eks_inference.constructs._stacks import record_construct
 from eks_inference.constructs.eks_addon import EksAddon
 from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE, VPC_CIDR
@@ -439,6 +440,8 @@ class InferenceCluster(Construct):
             assumed_by=self.pods_principal,
             description=description,
         )
+        # Its stack is then known to the grants and acknowledgments that ask for it.
+        record_construct(role, scope)
         if self._cluster_name_ref is None:
             self._cluster_name_ref = self.cluster.cluster_name
         association = eks.CfnPodIdentityAssociation(

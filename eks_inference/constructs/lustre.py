@@ -10,9 +10,10 @@ changed and deleted objects.
 
 from __future__ import annotations
 
+from functools import cache
+
 from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_fsx as fsx
 from constructs import Construct, IConstruct
 
 from eks_inference import versions
@@ -25,9 +26,14 @@ from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.loading import lustre_capacity_gib, lustre_throughput_per_tib
 from eks_inference.spec.platform import Placement
 
-# Lustre's ports (FSx for Lustre user guide, "File system access control with Amazon VPC"):
-# 988 for LNet, 1018-1023 for the connections clients and servers open between themselves.
-LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
+
+@cache
+def lustre_ports() -> tuple[ec2.Port, ec2.Port]:
+    """Lustre's ports (FSx for Lustre user guide, "File system access control with Amazon
+    VPC"): 988 for LNet, 1018-1023 for the connections clients and servers open between
+    themselves. Made on first use, not on import: most apps have no Lustre file system, and
+    each port is a call into Node.js."""
+    return ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023)
 
 
 class ModelFileSystem(Construct):
@@ -97,7 +103,10 @@ class ModelFileSystem(Construct):
             allow_all_outbound=False,
             description=f"FSx for Lustre of {spec.name}: Lustre from the cluster nodes only",
         )
-        for port in LUSTRE_PORTS:
+        # aws_fsx is loaded only by apps with a Lustre file system.
+        from aws_cdk import aws_fsx as fsx
+
+        for port in lustre_ports():
             for peer in (nodes, self.security_group):
                 self.security_group.add_ingress_rule(peer, port, "Lustre")
                 self.security_group.add_egress_rule(peer, port, "Lustre")

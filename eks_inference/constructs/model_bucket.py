@@ -12,7 +12,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IValidation
 
 from eks_inference.aws_types import key_prefix_problem
-from eks_inference.constructs._nag import acknowledge, wildcard_grant_reasons
+from eks_inference.constructs._nag import acknowledge, acknowledge_each, wildcard_grant_reasons
 
 _ACCESS_LOG_PREFIX = "model-bucket/"
 # Grant log delivery through a bucket policy instead of the LogDeliveryWrite ACL, so both
@@ -206,7 +206,9 @@ class _PrefixWildcardAcknowledgments:
 
     def add(self, grantee: iam.IGrantable, statements: Sequence[iam.PolicyStatement]) -> None:
         if id(grantee) not in self._grants:
-            self._grants[id(grantee)] = (grantee, grantee.grant_principal, [])
+            # A role is its own grant principal; asking Node.js would be a round trip per role.
+            principal = grantee if isinstance(grantee, iam.Role) else grantee.grant_principal
+            self._grants[id(grantee)] = (grantee, principal, [])
         self._grants[id(grantee)][2].extend(statements)
 
     def validate(self) -> list[str]:
@@ -216,6 +218,5 @@ class _PrefixWildcardAcknowledgments:
                 continue
             reasons, problems = wildcard_grant_reasons(principal, statements)
             errors.extend(problems)
-            for finding, reason in reasons.items():
-                acknowledge(principal, finding, reason)
+            acknowledge_each(principal, reasons)
         return errors

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cache
+from weakref import WeakKeyDictionary
 
 from aws_cdk import AssetHashType, AssetStaging, Stack, Token
 from aws_cdk import aws_eks_v2 as eks
@@ -30,6 +31,12 @@ from eks_inference.charts.deployment import (
 from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.loading import loader_of
 from eks_inference.charts.record import ChartRecord
+from eks_inference.constructs._stacks import (
+    outermost_stack,
+    record_construct,
+    region_of,
+    stack_of,
+)
 from eks_inference.constructs.addons import InferenceObservability, PlatformAddons, require
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
 from eks_inference.constructs.lustre import ModelFileSystem
@@ -60,7 +67,7 @@ class NeuronRayImage(Construct):
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
+        stack = stack_of(scope)
         source_hash = neuron_ray_image_hash()
         # Staged like DockerImageAsset stages its context, but under our own hash: the
         # manifests must know the tag without synthesizing, which DockerImageAsset's
@@ -82,15 +89,19 @@ class NeuronRayImage(Construct):
     @classmethod
     def of(cls, scope: IConstruct) -> NeuronRayImage:
         """The image of the deployed (outermost) stack around ``scope``, created on first use."""
-        stack = Stack.of(scope)
-        while stack.nested_stack_parent is not None:
-            stack = stack.nested_stack_parent
-        existing = stack.node.try_find_child(cls._ID)
-        if existing is None:
-            return cls(stack, cls._ID)
-        if not isinstance(existing, cls):
-            raise TypeError(f"{stack.node.path}/{cls._ID} exists and is not a {cls.__name__}")
-        return existing
+        stack = outermost_stack(stack_of(scope))
+        image = _IMAGES.get(stack)
+        if image is None:
+            existing = stack.node.try_find_child(cls._ID)
+            if existing is None:
+                image = cls(stack, cls._ID)
+            elif isinstance(existing, cls):
+                image = existing
+            else:
+                raise TypeError(f"{stack.node.path}/{cls._ID} exists and is not a {cls.__name__}")
+            # Every deployment of the stack asks; the tree is searched on the first ask only.
+            _IMAGES[stack] = image
+        return image
 
 
 class ModelDeployment(Construct):
@@ -212,9 +223,12 @@ class ModelDeployment(Construct):
         self.spec = spec
         self.placement = placement
         self.route = route
-        self.region = _literal_region(self, region)
+        # This construct's stack is its scope's, asked of Node.js once if at all.
+        record_construct(self, scope)
+        stack = stack_of(self)
+        self.region = _literal_region(stack, region)
         self.neuron_ray_image: str | None = (
-            NeuronRayImage.of(self).image_uri
+            NeuronRayImage.of(stack).image_uri
             if serving_engine(spec).needs_neuron_ray_image(spec)
             else None
         )
@@ -271,8 +285,11 @@ class ModelDeployment(Construct):
         self.mountpoint_prefixes: tuple[str, ...] = ()
         self.manifests: list[eks.KubernetesManifest] = []
         for chart in self.charts:
+            # The chart's objects themselves, not to_json()'s deep copy: jsii only reads them
+            # (it sends Node.js a serialized copy), and copying every manifest of a large
+            # platform costs more than creating it.
             manifest = eks.KubernetesManifest(
-                self, chart.role, cluster=cluster.eks_cluster, manifest=chart.to_json()
+                self, chart.role, cluster=cluster.eks_cluster, manifest=list(chart.objects)
             )
             needs = chart.needs
             # Everything the manifest waits for, added in one call.
@@ -353,9 +370,9 @@ class ModelDeployment(Construct):
         return identity
 
 
-def _literal_region(scope: Construct, region: str | None) -> str:
-    """``region``, or the stack's; a literal string that agrees with a concrete stack region."""
-    stack_region = Stack.of(scope).region
+def _literal_region(stack: Stack, region: str | None) -> str:
+    """``region``, or ``stack``'s; a literal string that agrees with a concrete stack region."""
+    stack_region = region_of(stack)
     known = not _is_unresolved(stack_region)
     if region is None:
         if not known:
@@ -372,6 +389,10 @@ def _literal_region(scope: Construct, region: str | None) -> str:
             "model bucket is"
         )
     return region
+
+
+# The image of each deployed stack, by stack (see NeuronRayImage.of).
+_IMAGES: WeakKeyDictionary[Stack, NeuronRayImage] = WeakKeyDictionary()
 
 
 @cache

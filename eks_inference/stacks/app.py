@@ -54,9 +54,10 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
     validation on.
     """
     app = app or App(builtin_cloud_formation_validation=False)
+    node = app.node  # read once: each read is a call into Node.js
 
     def context(key: str) -> str | None:
-        value = app.node.try_get_context(key)
+        value = node.try_get_context(key)
         return None if value is None or value == "" else str(value)
 
     def context_list(key: str) -> list[str] | None:

@@ -29,6 +29,7 @@ from eks_inference.constructs import (
     ModelDeployment,
     PlatformAddons,
 )
+from eks_inference.constructs._stacks import record_nested_stack
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import Placement, PlatformSpec
@@ -83,6 +84,8 @@ class DeploymentStack(NestedStack):
             construct_id,
             description=f"Model deployment {spec.name} ({spec.model.id} on {spec.instance_type})",
         )
+        # Its parent and region are then known without a round trip per deployment.
+        record_nested_stack(self, scope)
         self.deployment = ModelDeployment(
             self,
             "Deployment",

@@ -14,15 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aws_cdk import Annotations, Duration, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
@@ -48,6 +45,10 @@ from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.constructs.cluster import NODE_POLICIES, InferenceCluster
 from eks_inference.names import KARPENTER_DISCOVERY_TAG, ZONE_TAG, karpenter_node_role_name
 from eks_inference.spec.deployment import ModelDeploymentSpec
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_events as events
+    from aws_cdk import aws_sqs as sqs
 
 SERVICE_ACCOUNT = "karpenter"
 POLICY_FILE = "karpenter_controller_policy.json"
@@ -260,6 +261,9 @@ class KarpenterNodeProvisioning(Construct):
         return karpenter_offers(self.chart.objects)
 
     def _interruption_queue(self) -> sqs.Queue:
+        # The SQS and EventBridge modules are loaded only by apps that provision with Karpenter.
+        from aws_cdk import aws_sqs as sqs
+
         settings = documented_policy()["interruption_queue"]
         if not settings.get("SqsManagedSseEnabled"):
             raise ValueError(f"review {POLICY_FILE}: its interruption queue is not encrypted")
@@ -280,6 +284,9 @@ class KarpenterNodeProvisioning(Construct):
         return queue
 
     def _interruption_rules(self) -> list[events.Rule]:
+        from aws_cdk import aws_events as events
+        from aws_cdk import aws_events_targets as targets
+
         rules = []
         for name, pattern in documented_policy()["interruption_rules"].items():
             if set(pattern) != {"source", "detail-type"}:
