@@ -14,7 +14,6 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import cdk8s
 import pytest
 import yaml
 from pydantic import ValidationError
@@ -82,7 +81,7 @@ def _rendered_rules(platform: PlatformSpec) -> int:
         for spec in platform.deployments
         if spec.name in routes
     ]
-    chart = split_chart(cdk8s.App(), platform, CONTEXT)
+    chart = split_chart(platform, CONTEXT)
     ingresses += list(chart.objects) if chart is not None else []
     return sum(len(rule["http"]["paths"]) for obj in ingresses for rule in obj["spec"]["rules"])
 

@@ -67,7 +67,7 @@ def test_a_stack_in_a_vpc_of_its_own_accepts_that_vpc() -> None:
     assert own_range["Fn::GetAtt"][1] == "CidrBlock"
     assert set(platform.routes()) == set(stack.deployments)
     for name, deployment in stack.deployments.items():
-        charts = {chart.node.id: chart for chart in deployment.charts}
+        charts = {chart.chart_id: chart for chart in deployment.charts}
         objects = [
             o
             for role in (NETWORK_POLICY_ROLE, ENDPOINT_ROLE)
