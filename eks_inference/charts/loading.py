@@ -80,6 +80,15 @@ class WeightsLoader(ABC):
         """Whether the servers mount a volume of the weights (a claim)."""
         return self.volume_kind is not None
 
+    def check_volume(self, spec: ModelDeploymentSpec, *, given: bool) -> None:
+        """Refuse a weights volume given where the loader mounts none, or missing where it
+        mounts one: a caller's mistake, not the spec's."""
+        if given != self.mounted:
+            raise ValueError(
+                f"deployment {spec.name!r} loads weights with {self.name}: pass a "
+                "weights volume exactly when the loader mounts one"
+            )
+
     def pod(self, spec: ModelDeploymentSpec, claim: str | None) -> LoaderPod:
         """Volumes, mounts and init containers of a server pod; ``claim`` is the weights
         volume's claim when the loader mounts one. By default the claim, read-only at

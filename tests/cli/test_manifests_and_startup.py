@@ -33,22 +33,27 @@ def test_manifests_need_an_output_directory(cli: Callable[..., Result]) -> None:
     assert result.stderr.startswith("error: Missing option '--out'")
 
 
-def test_plan_imports_neither_cdk_nor_boto3_nor_matplotlib() -> None:
-    """``plan`` and ``--help`` stay fast: no jsii runtime, AWS SDK or plotting library."""
+def _imported_after(arguments: list[str], packages: tuple[str, ...]) -> list[str]:
+    """The modules of ``packages`` imported once ``eks-inference ARGUMENTS`` has succeeded, in
+    a fresh interpreter (the CLI through its own entry point)."""
     code = (
         "import sys\n"
         "from eks_inference.cli.main import app\n"
         "from typer.testing import CliRunner\n"
-        f"result = CliRunner().invoke(app, ['plan', '--platform', {str(REFERENCE_PLATFORM)!r}])\n"
+        f"result = CliRunner().invoke(app, {arguments!r})\n"
         "assert result.exit_code == 0, result.output\n"
-        "heavy = sorted(m for m in ('aws_cdk', 'jsii', 'cdk8s', 'boto3', 'botocore', 'matplotlib')"
-        " if m in sys.modules)\n"
-        "print(','.join(heavy))\n"
+        f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {packages!r})))\n"
     )
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
-    assert completed.stdout.strip() == ""
+    return [name for name in completed.stdout.strip().split(",") if name]
+
+
+def test_plan_imports_neither_cdk_nor_boto3_nor_matplotlib() -> None:
+    """``plan`` and ``--help`` stay fast: no jsii runtime, AWS SDK or plotting library."""
+    heavy = ("aws_cdk", "jsii", "cdk8s", "boto3", "botocore", "matplotlib")
+    assert _imported_after(["plan", "--platform", str(REFERENCE_PLATFORM)], heavy) == []
 
 
 @pytest.mark.parametrize(
@@ -66,21 +71,8 @@ def test_manifests_import_no_jsii_library(platform: str, tmp_path: Path) -> None
     else:
         platform_file = REPO_ROOT / platform
     out = tmp_path / "k8s_manifests"
-    code = (
-        "import sys\n"
-        "from eks_inference.cli.main import app\n"
-        "from typer.testing import CliRunner\n"
-        "result = CliRunner().invoke(\n"
-        f"    app, ['manifests', '--platform', {str(platform_file)!r}, '--out', {str(out)!r}]\n"
-        ")\n"
-        "assert result.exit_code == 0, result.output\n"
-        "jsii = ('jsii', 'cdk8s', 'constructs', 'aws_cdk')\n"
-        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in jsii)))\n"
-    )
-    completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert completed.stdout.strip() == ""
+    arguments = ["manifests", "--platform", str(platform_file), "--out", str(out)]
+    assert _imported_after(arguments, ("jsii", "cdk8s", "constructs", "aws_cdk")) == []
     assert (out / "namespace.yaml").is_file()
 
 

@@ -15,6 +15,7 @@ concurrent requests, down to zero, and its activator holds requests while no rep
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 from eks_inference import metrics, names
@@ -263,11 +264,7 @@ class KServeEngine(ServingEngine):
         route: Route | None,
     ) -> ChartObjects:
         loader = loader_of(spec)
-        if (weights is not None) != loader.mounted:
-            raise ValueError(
-                f"deployment {spec.name!r} loads weights with {loader.name}: pass a "
-                "weights volume exactly when the loader mounts one"
-            )
+        loader.check_volume(spec, given=weights is not None)
         labels = object_labels(spec, COMPONENT)
         account = names.service_account_name(spec.name)
         code = (
@@ -394,16 +391,7 @@ class KServeEngine(ServingEngine):
         """vLLM's metrics; requests also wait in Knative's activator (all of them while no
         replica is ready, the only queue there is then)."""
         served = vllm.VllmEngine().metrics(spec)
-        return EngineMetrics(
-            running=served.running,
-            waiting=(*served.waiting, metrics.KNATIVE_ACTIVATOR_CONCURRENCY),
-            kv_cache=served.kv_cache,
-            ttft=served.ttft,
-            itl=served.itl,
-            e2e=served.e2e,
-            prompt_tokens=served.prompt_tokens,
-            generation_tokens=served.generation_tokens,
-        )
+        return replace(served, waiting=(*served.waiting, metrics.KNATIVE_ACTIVATOR_CONCURRENCY))
 
     def replica_series(
         self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str

@@ -91,11 +91,7 @@ def _server(
     route: Route | None,
 ) -> ChartObjects:
     loader = loader_of(spec)
-    if (weights is not None) != loader.mounted:
-        raise ValueError(
-            f"deployment {spec.name!r} loads weights with {loader.name}: pass a "
-            "weights volume exactly when the loader mounts one"
-        )
+    loader.check_volume(spec, given=weights is not None)
     labels = object_labels(spec, COMPONENT)
     account = names.service_account_name(spec.name)
     service_account = api_object(
