@@ -15,7 +15,11 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export CDK_DISABLE_VERSION_CHECK := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
-export PYTHONDONTWRITEBYTECODE := 1
+# Compiled bytecode is kept inside the virtual environment, not beside the sources: every run
+# of the CLI and of the app reads it instead of compiling the package again (as an installed
+# wheel would), and the checkout holds no build products.
+unexport PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 # The docs theme's notice about its successor, printed on every build.
 export NO_MKDOCS_2_WARNING := 1
 

@@ -33,7 +33,6 @@ def _environment(context: dict[str, Any]) -> dict[str, str]:
         "CDK_DISABLE_CLI_TELEMETRY": "true",
         "CDK_DISABLE_VERSION_CHECK": "true",
         "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
     }
 
 
