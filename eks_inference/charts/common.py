@@ -205,8 +205,16 @@ def api_object(
     return {"apiVersion": api_version, "kind": kind, "metadata": _sorted_keys(meta), **fields}
 
 
+# Values that are returned as they are; checked by exact type first because the abstract
+# class check below costs more than the copy, and nearly every value is one of these.
+_LEAVES = frozenset({str, int, bool, float, type(None)})
+
+
 def _sorted_keys(value: Any) -> Any:
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if kind is dict or isinstance(value, Mapping):
         return {key: _sorted_keys(value[key]) for key in sorted(value)}
     if isinstance(value, list):
         return [_sorted_keys(item) for item in value]

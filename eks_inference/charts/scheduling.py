@@ -25,6 +25,7 @@ field path: ``deployments.<i>.<object>.<path to the pod template>``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -79,6 +80,9 @@ _SUFFIXES: dict[str, Fraction] = {
 }
 
 
+# Pods of a platform repeat the same few quantities, and every pod is checked against every
+# pool: both functions below are pure, so each value is worked out once per process.
+@functools.lru_cache(maxsize=4096)
 def quantity(value: str) -> Fraction:
     """A Kubernetes quantity (``100m``, ``8Gi``, ``1e3``) as an exact number."""
     match = _QUANTITY.match(value.strip())
@@ -133,9 +137,10 @@ def managed_offer(pool: NodePool) -> NodeOffer:
     )
 
 
+@functools.cache
 def allocatable(
     instance: InstanceType, root_volume_gib: int, *, karpenter: bool
-) -> dict[str, Fraction]:
+) -> Mapping[str, Fraction]:
     """What pods may request of one node of ``instance``: capacity less reservations."""
     memory = Fraction(instance.memory_gib * GIB)
     if karpenter:

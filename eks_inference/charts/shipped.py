@@ -19,6 +19,7 @@ tree, in which the relative imports between the modules resolve as they do in th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,8 +53,10 @@ def module_path(module: str) -> str:
     return "/".join(module.split(".")) + ".py"
 
 
+@functools.cache
 def module_source(module: str) -> str:
-    """Source of ``eks_inference/serve/<module path>``, read from the installed package."""
+    """Source of ``eks_inference/serve/<module path>``, read from the installed package once
+    per process (every Ray deployment ships the same modules)."""
     return (
         resources.files("eks_inference.serve")
         .joinpath(*module_path(module).split("/"))
