@@ -9,7 +9,6 @@ in larger strings, never parse, hash or compare them.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import shlex
@@ -21,6 +20,7 @@ import yaml
 
 from eks_inference import artifacts
 from eks_inference.charts.contract import SecretNeed
+from eks_inference.charts.yaml_text import block_yaml, scalar_tag
 from eks_inference.names import API_KEY_SECRET, API_KEY_SECRET_KEY, INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.names import COMPONENT_LABEL as COMPONENT_LABEL
 from eks_inference.names import INSTANCE_LABEL as INSTANCE_LABEL
@@ -328,15 +328,6 @@ else:
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _STR_TAG = "tag:yaml.org,2002:str"
-_RESOLVER = yaml.resolver.Resolver()
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _scalar_tag(value: str, implicit: tuple[bool, bool]) -> str:
-    """The tag a scalar resolves to; a pure function of its text (the dumper has no path
-    resolvers), asked twice per scalar, and the same few thousand strings recur."""
-    tag: str = _RESOLVER.resolve(yaml.ScalarNode, value, implicit)  # type: ignore[no-untyped-call]
-    return tag
 
 
 class _ReadableDumper(_SafeDumper):
@@ -367,13 +358,24 @@ class _ReadableDumper(_SafeDumper):
 
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
         if kind is yaml.ScalarNode:
-            return _scalar_tag(value, implicit)
+            return scalar_tag(value, implicit)
         tag: str = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
         return tag
 
 
 def dump_yaml(documents: list[Any]) -> str:
-    """Documents as one YAML stream, keys in the order given, deterministic for equal input."""
+    """Documents as one YAML stream, keys in the order given, deterministic for equal input.
+
+    The text is :func:`libyaml_yaml`'s, byte for byte: written straight from the data by
+    :func:`~eks_inference.charts.yaml_text.block_yaml` where it can, by libyaml otherwise.
+    """
+    text = block_yaml(documents)
+    return libyaml_yaml(documents) if text is None else text
+
+
+def libyaml_yaml(documents: list[Any]) -> str:
+    """Documents as one YAML stream written by libyaml's emitter with :class:`_ReadableDumper`
+    (block style, width 100): the reference the fast writer's text is held to."""
     return yaml.dump_all(
         documents, Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False, width=100
     )

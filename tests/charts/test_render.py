@@ -502,8 +502,8 @@ _JSON = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_JSON, min_size=1, max_size=3))
 def test_yaml_is_what_the_generic_representer_writes(documents: list[Any]) -> None:
-    """The writer builds nodes for dicts, lists and strings itself and remembers scalar tags;
-    its text is byte for byte the generic representer's, for any JSON-like documents."""
+    """The writer (straight from the data, or libyaml's from nodes it builds itself) writes
+    byte for byte the generic representer's text, for any JSON-like documents."""
     expected = yaml.dump_all(
         documents, Dumper=_GenericDumper, sort_keys=False, default_flow_style=False, width=100
     )

@@ -1,0 +1,65 @@
+"""Every platform whose manifests the tests hold to a reference: the reference platform in both
+provisioning modes, the 100-deployment platform of the benchmarks, every example platform, and
+the chart tests' own platforms; with the writer's context for each."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from bench.platforms import generated_platform
+from eks_inference.charts.common import LustreMount, RenderContext
+from eks_inference.charts.loading import loader_of
+from eks_inference.charts.render import default_context
+from eks_inference.spec.platform import PlatformSpec
+from tests.charts.conftest import (
+    CONTEXT,
+    EXAMPLE_PLATFORMS,
+    REFERENCE_PLATFORM,
+    VARIANT_DEPLOYMENTS,
+    VARIANT_POOLS,
+)
+from tests.charts.observed import AUTOSCALED
+from tests.charts.test_endpoint import HOST_ROUTED
+from tests.charts.test_karpenter import PLATFORMS as KARPENTER_PLATFORMS
+
+
+def _variants() -> PlatformSpec:
+    return PlatformSpec.model_validate(
+        {
+            "model_bucket_name": CONTEXT.bucket_name,
+            "node_pools": VARIANT_POOLS,
+            "deployments": VARIANT_DEPLOYMENTS,
+        }
+    )
+
+
+PLATFORMS: dict[str, Callable[[], PlatformSpec]] = {
+    "reference": lambda: PlatformSpec.from_yaml(REFERENCE_PLATFORM),
+    "reference-karpenter": lambda: PlatformSpec.from_yaml(
+        REFERENCE_PLATFORM
+    ).with_node_provisioning("karpenter"),
+    "generated-100": lambda: generated_platform(100),
+    **{
+        f"example-{path.stem}": (lambda path=path: PlatformSpec.from_yaml(path))
+        for path in EXAMPLE_PLATFORMS
+    },
+    "variants": _variants,
+    "variants-karpenter": lambda: _variants().with_node_provisioning("karpenter"),
+    "host-routed": lambda: PlatformSpec.model_validate(HOST_ROUTED),
+    "autoscaled": lambda: AUTOSCALED,
+    "karpenter-purchasing": KARPENTER_PLATFORMS["purchasing"],
+}
+
+
+def writer_context(platform: PlatformSpec) -> RenderContext:
+    """The writer's context, plus a file system for each FSx volume the stack would create
+    (known only once deployed; the writer refuses those deployments)."""
+    context = default_context(platform)
+    imported = {name for name, _ in context.file_systems}
+    created = tuple(
+        (spec.name, LustreMount(f"fs-0{index:016x}", f"fs-{index}.fsx", "abcdef12", 1200))
+        for index, spec in enumerate(platform.deployments)
+        if loader_of(spec).volume_kind == "lustre" and spec.name not in imported
+    )
+    return dataclasses.replace(context, file_systems=(*context.file_systems, *created))
