@@ -42,8 +42,8 @@ from tests.charts.observed import AUTOSCALED
 from tests.charts.test_endpoint import HOST_ROUTED
 from tests.charts.test_karpenter import PLATFORMS as KARPENTER_PLATFORMS
 
-# One kernel serves the CDK synth tests and this one: start it once, on their worker.
-pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
+# Each platform renders on its own (no app is shared), so the tests are spread over the workers.
+pytestmark = pytest.mark.synth
 
 
 def _variants() -> PlatformSpec:
