@@ -59,6 +59,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _kubernetes_schemas_parsed_once() -> Iterator[None]:
+    """kubernetes-validate reads and parses a kind's schema and its version's definitions
+    (megabytes of JSON) from its package on every ``validate``: most of a validation's time.
+    The files never change during a run, so each is parsed once per test process and the same
+    (never modified) schema serves every validation against it."""
+    from kubernetes_validate import utils
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(utils, "schema_contents", functools.cache(utils.schema_contents))
+        yield
+
+
 def cdk_context() -> dict[str, Any]:
     """The context `cdk synth` gives the app, read from cdk.json (and cdk.context.json).
 
