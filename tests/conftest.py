@@ -200,9 +200,9 @@ def example_group(example: Path) -> pytest.MarkDecorator:
 def synthesized_platform(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Callable[[PlatformSpec], Synthesized]:
-    """Synthesize a platform with `cdk synth`'s context, with cdk-nag on
-    and no AWS credentials in the environment, once per session for each platform value:
-    every module that checks the same platform reads the same cloud assembly."""
+    """Synthesize a platform with `cdk synth`'s context, with cdk-nag on and no AWS credentials
+    in the environment, once per session for each platform value: every module that checks the
+    same platform reads the same cloud assembly."""
     apps: dict[str, Synthesized] = {}
 
     def synthesized(platform: PlatformSpec) -> Synthesized:
