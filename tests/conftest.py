@@ -1,23 +1,32 @@
-"""Shared fixtures: the reference app is synthesized once per session, as `cdk synth` would.
+"""Shared fixtures: each app is synthesized once per session, as `cdk synth` would.
 
-A synth starts a Node.js process and renders the whole stack, so every test that needs the
-reference templates shares one synthesis (tests that use it are marked ``synth`` and grouped
-on one xdist worker). Apps are built with the context the CDK CLI passes, so feature flags and
-template metadata (and with them template sizes) are those of ``cdk synth``.
+A synth renders the whole stack in the Node.js kernel, and cfn-lint takes seconds on each
+template, so tests share both: the reference app (``reference``, ``reference_karpenter``),
+every other platform through :func:`synthesized_platform`, and each template's lint through
+:func:`lint_all` and :func:`cfn_lint_errors`. Tests read what they share and never change it.
+Tests that synthesize are marked ``synth``; those sharing an app are grouped on one xdist
+worker (``xdist_group``: ``synth`` for the reference app, :func:`example_group` for an example
+platform), and the groups run side by side. Apps are built with the context the CDK CLI
+passes, so feature flags and template metadata (and with them template sizes) are those of
+``cdk synth``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from eks_inference.spec.platform import PlatformSpec
 
 # On CI the property tests draw the same examples every run, so that its verdict depends on the
 # change and not on the draw; elsewhere each run draws new ones and may find a new case.
@@ -27,7 +36,10 @@ if os.environ.get("CI"):
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE_PLATFORM = REPO / "deployments.yaml"
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 STACK_NAME = "InferenceStack"
+# Variables that would give a synth AWS credentials: none is set while an app synthesizes.
+CREDENTIAL_VARIABLES = ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -45,6 +57,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """
     if hasattr(session.config, "workerinput"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kubernetes_schemas_parsed_once() -> Iterator[None]:
+    """kubernetes-validate reads and parses a kind's schema and its version's definitions
+    (megabytes of JSON) from its package on every ``validate``: most of a validation's time.
+    The files never change during a run, so each is parsed once per test process and the same
+    (never modified) schema serves every validation against it."""
+    from kubernetes_validate import utils
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(utils, "schema_contents", functools.cache(utils.schema_contents))
+        yield
 
 
 def cdk_context() -> dict[str, Any]:
@@ -165,17 +190,68 @@ def reference_karpenter(tmp_path_factory: pytest.TempPathFactory) -> Synthesized
     return synthesize(app, stack, outdir)
 
 
+def example_group(example: Path) -> pytest.MarkDecorator:
+    """The xdist group of the tests of the example platform ``example`` (a file of
+    :data:`EXAMPLES`): they run on one worker, which synthesizes and lints it once."""
+    return pytest.mark.xdist_group(f"example-{example.stem}")
+
+
+@pytest.fixture(scope="session")
+def synthesized_platform(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[PlatformSpec], Synthesized]:
+    """Synthesize a platform with `cdk synth`'s context, with cdk-nag on and no AWS credentials
+    in the environment, once per session for each platform value: every module that checks the
+    same platform reads the same cloud assembly."""
+    apps: dict[str, Synthesized] = {}
+
+    def synthesized(platform: PlatformSpec) -> Synthesized:
+        from aws_cdk import App
+
+        from eks_inference.stacks import build_app
+
+        key = platform.model_dump_json()
+        if key not in apps:
+            outdir = tmp_path_factory.mktemp("cdk.out.platform")
+            with pytest.MonkeyPatch.context() as environment:
+                for variable in CREDENTIAL_VARIABLES:
+                    environment.delenv(variable, raising=False)
+                app, stack = build_app(platform, app=App(context=cdk_context(), outdir=str(outdir)))
+                apps[key] = synthesize(app, stack, outdir)
+        return apps[key]
+
+    return synthesized
+
+
+@functools.cache
+def _lint(text: str, regions: tuple[str, ...]) -> tuple[Any, ...]:
+    """cfn-lint's matches on the template ``text`` in ``regions``, with every rule (as
+    ``cfnlint.api.lint_all``). Cached per test process: the matches depend on the text and
+    the regions alone, and modules that check the same app lint the same templates (the two
+    provisioning modes share their nested stacks; an example is checked by two modules)."""
+    from cfnlint.api import ManualArgs, lint
+
+    args = ManualArgs(include_checks=["I"], include_experimental=True, regions=list(regions))
+    return tuple(lint(text, config=args))
+
+
+def lint_all(text: str) -> tuple[Any, ...]:
+    """``cfnlint.api.lint_all(text)``: every rule, in every region (linted once per text)."""
+    from cfnlint.api import REGIONS
+
+    return _lint(text, tuple(REGIONS))
+
+
 def cfn_lint_errors(template: dict[str, Any]) -> list[str]:
     """cfn-lint's errors on ``template``: every rule, in every region (as ``lint_all``), or in
     the regions the template's own cfn-lint configuration names, as the cfn-lint command reads
     it (a nested stack of FSx for Lustre names its bucket's region, since FSx is not offered
     in every one)."""
-    from cfnlint.api import REGIONS, ManualArgs, lint
+    from cfnlint.api import REGIONS
 
     regions = template.get("Metadata", {}).get("cfn-lint", {}).get("config", {}).get("regions")
-    args = ManualArgs(include_checks=["I"], include_experimental=True, regions=regions or REGIONS)
     return [
         f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}"
-        for m in lint(json.dumps(template), config=args)
+        for m in _lint(json.dumps(template), tuple(regions or REGIONS))
         if m.rule.severity == "error"
     ]

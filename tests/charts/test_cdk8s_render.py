@@ -22,8 +22,8 @@ from eks_inference.charts.chart import cdk8s_charts
 from eks_inference.charts.render import manifest_text, platform_charts, render_files
 from tests.charts.platforms import PLATFORMS, writer_context
 
-# One kernel serves the CDK synth tests and this one: start it once, on their worker.
-pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
+# Each platform renders on its own (no app is shared), so the tests are spread over the workers.
+pytestmark = pytest.mark.synth
 
 
 @pytest.mark.parametrize("name", sorted(PLATFORMS))

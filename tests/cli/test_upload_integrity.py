@@ -94,11 +94,15 @@ def _assert_complete(s3: Any, root: Path) -> None:
 
 # A CLI run in its own process that acts once when a request matches: the operation's name,
 # then the key's last segment or ``*`` for any request, or ``part<N>`` for an upload part.
+# ``pause`` creates the marker file and sleeps the seconds given; ``hold`` creates the marker
+# and waits until the test creates the marker's ``.release`` file (:func:`_release`), for a
+# minute at most, so the run holds its lease for exactly as long as the test needs.
 _HOOKED_RUN = """
 import os, signal, sys, time
 from eks_inference.ops.aws import clients as aws_clients
 from eks_inference.cli.main import main
 
+HOLD_S = 60
 operation, match, action, argument = sys.argv[1:5]
 sys.argv = ["eks-inference", *sys.argv[5:]]
 real_connect = aws_clients.connect
@@ -116,6 +120,11 @@ def act():
         marker, seconds = argument.rsplit(":", 1)
         open(marker, "w").close()
         time.sleep(float(seconds))
+    elif action == "hold":
+        open(argument, "w").close()
+        deadline = time.monotonic() + HOLD_S
+        while not os.path.exists(argument + ".release") and time.monotonic() < deadline:
+            time.sleep(0.02)
     elif action == "sigterm":
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(2)
@@ -160,6 +169,11 @@ def _hooked(
     ]
 
 
+def _release(marker: Path) -> None:
+    """Let a run held by the ``hold`` action at ``marker`` go on."""
+    marker.with_name(marker.name + ".release").touch()
+
+
 def _run(command: list[str], timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     completed = subprocess.run(
@@ -176,7 +190,7 @@ def test_a_second_upload_to_a_prefix_being_uploaded_is_refused_and_breaks_nothin
 ) -> None:
     reached = tmp_path / "first-run-at-part-2"
     first = subprocess.Popen(
-        _hooked(model_dir, "UploadPart", "part2", "pause", f"{reached}:4", "--concurrency", "1"),
+        _hooked(model_dir, "UploadPart", "part2", "hold", str(reached), "--concurrency", "1"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -199,6 +213,7 @@ def test_a_second_upload_to_a_prefix_being_uploaded_is_refused_and_breaks_nothin
         assert " UTC, renewed while it runs; nothing was sent" in line
         # The second run aborted nothing of the first's.
         assert len(s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])) == 1
+        _release(reached)
         stdout, stderr = first.communicate(timeout=60)
     finally:
         if first.poll() is None:

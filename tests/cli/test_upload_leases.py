@@ -34,6 +34,7 @@ from .test_upload_integrity import (
     _hooked,
     _lease_record,
     _one_line_error,
+    _release,
     _run,
 )
 
@@ -53,7 +54,7 @@ def _keys(s3: Any, prefix: str) -> list[str]:
 
 def _paused_run(model_dir: Path, prefix: str, reached: Path) -> subprocess.Popen[str]:
     """An upload of ``model_dir`` to ``prefix`` that holds its lease with a multipart upload
-    open, pausing 4 s at its second part once ``reached`` exists."""
+    open, held at its second part (``reached`` exists) until :func:`_finish` lets it go on."""
     run = subprocess.Popen(
         [
             sys.executable,
@@ -61,8 +62,8 @@ def _paused_run(model_dir: Path, prefix: str, reached: Path) -> subprocess.Popen
             _HOOKED_RUN,
             "UploadPart",
             "part2",
-            "pause",
-            f"{reached}:4",
+            "hold",
+            str(reached),
             "upload",
             str(model_dir),
             _uri(prefix),
@@ -83,7 +84,8 @@ def _paused_run(model_dir: Path, prefix: str, reached: Path) -> subprocess.Popen
     return run
 
 
-def _finish(run: subprocess.Popen[str]) -> tuple[str, str]:
+def _finish(run: subprocess.Popen[str], reached: Path) -> tuple[str, str]:
+    _release(reached)
     try:
         stdout, stderr = run.communicate(timeout=60)
     finally:
@@ -97,7 +99,8 @@ def _finish(run: subprocess.Popen[str]) -> tuple[str, str]:
 def test_an_upload_around_a_prefix_being_uploaded_is_refused_and_deletes_nothing(
     cli: Cli, s3: Any, bucket: str, model_dir: Path, tmp_path: Path
 ) -> None:
-    inner = _paused_run(model_dir, INNER, tmp_path / "inner-at-part-2")
+    reached = tmp_path / "inner-at-part-2"
+    inner = _paused_run(model_dir, INNER, reached)
     try:
         outer = cli("upload", model_dir, _uri(OUTER), *PART_SIZE, "--overwrite", "--delete")
         line = _one_line_error(outer, 1)
@@ -112,7 +115,7 @@ def test_an_upload_around_a_prefix_being_uploaded_is_refused_and_deletes_nothing
         assert f"{INNER}config.json" in _keys(s3, INNER)
         assert len(s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])) == 1
     finally:
-        stdout, _ = _finish(inner)
+        stdout, _ = _finish(inner, reached)
     assert "uploaded 4 files" in stdout
     assert f"{OUTER}b{LOCK_SUFFIX}" not in _keys(s3, "models/")
 
@@ -120,7 +123,8 @@ def test_an_upload_around_a_prefix_being_uploaded_is_refused_and_deletes_nothing
 def test_an_upload_inside_a_prefix_being_uploaded_is_refused(
     cli: Cli, s3: Any, bucket: str, model_dir: Path, tmp_path: Path
 ) -> None:
-    outer = _paused_run(model_dir, OUTER, tmp_path / "outer-at-part-2")
+    reached = tmp_path / "outer-at-part-2"
+    outer = _paused_run(model_dir, OUTER, reached)
     try:
         inner = cli("upload", model_dir, _uri(INNER), *PART_SIZE)
         line = _one_line_error(inner, 1)
@@ -133,7 +137,7 @@ def test_an_upload_inside_a_prefix_being_uploaded_is_refused(
         # Its own lease was released.
         assert _keys(s3, f"{OUTER}b{LOCK_SUFFIX}") == []
     finally:
-        stdout, _ = _finish(outer)
+        stdout, _ = _finish(outer, reached)
     assert "uploaded 4 files" in stdout
 
 

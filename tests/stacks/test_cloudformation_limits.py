@@ -17,7 +17,9 @@ from eks_inference.spec.cloudformation_limits import NESTED_STACK_BOUND, parent_
 from eks_inference.spec.platform import PlatformSpec
 from tests.conftest import STACK_NAME, Synthesized, cdk_context, synthesize
 
-pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
+pytestmark = pytest.mark.synth
+# The tests of the reference app share its synthesis; the wide platform is this module's own.
+REFERENCE_GROUP = pytest.mark.xdist_group("synth")
 
 # The size estimate may overshoot (it refuses early rather than late) by at most this much.
 SIZE_MARGIN = 1.10
@@ -75,10 +77,12 @@ def check_parent_stack_use(synth: Synthesized) -> None:
         assert synth.template_bytes[key] <= NESTED_STACK_BOUND.template_bytes, key
 
 
+@REFERENCE_GROUP
 def test_the_reference_app(reference: Synthesized) -> None:
     check_parent_stack_use(reference)
 
 
+@REFERENCE_GROUP
 def test_the_reference_app_in_karpenter_mode(reference_karpenter: Synthesized) -> None:
     check_parent_stack_use(reference_karpenter)
 

@@ -21,7 +21,9 @@ from eks_inference.cli.main import app as cli
 from tests.conftest import REFERENCE_PLATFORM, REPO
 from tests.hostile_platforms import run_measured, write_hostile_platforms
 
-pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
+# Every test runs the app in processes of its own and shares no synthesized app, so the tests
+# are spread over the workers rather than grouped.
+pytestmark = pytest.mark.synth
 
 
 def _environment(context: dict[str, Any]) -> dict[str, str]:

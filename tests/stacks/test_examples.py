@@ -4,33 +4,25 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Synthesized, cdk_context, cfn_lint_errors, synthesize
+from eks_inference.spec.platform import PlatformSpec
+from tests.conftest import EXAMPLES, Synthesized, cfn_lint_errors, example_group
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 LATEST = re.compile(r":latest\b")
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", [pytest.param(path, id=path.stem, marks=example_group(path)) for path in EXAMPLES]
+)
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
 def test_an_example_platform_synthesizes_clean(
-    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    path: Path, synthesized_platform: Callable[[PlatformSpec], Synthesized]
 ) -> None:
-    from aws_cdk import App
-
-    from eks_inference.spec.platform import PlatformSpec
-    from eks_inference.stacks import build_app
-
-    for variable in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.delenv(variable, raising=False)
-    app, stack = build_app(
-        PlatformSpec.from_yaml(path), app=App(context=cdk_context(), outdir=str(tmp_path))
-    )
-    synth: Synthesized = synthesize(app, stack, tmp_path)
+    synth = synthesized_platform(PlatformSpec.from_yaml(path))
     report = json.loads((synth.outdir / "validation-report.json").read_text())
     assert report["pluginReports"] == []
     for name, template in synth.templates.items():

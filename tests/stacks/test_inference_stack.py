@@ -23,7 +23,7 @@ from eks_inference.constructs import InferenceAddons, InferenceCluster, ModelBuc
 from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.stacks import build_app, register_nag
-from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, cdk_context
+from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, cdk_context, lint_all
 
 # `latest` as a tag or version, not as part of a word such as LatestVersionNumber.
 LATEST = re.compile(r"(?<![A-Za-z])latest(?![A-Za-z])")
@@ -49,8 +49,6 @@ def test_context_region_must_match_the_platform() -> None:
 @pytest.mark.synth
 @pytest.mark.xdist_group("synth")
 def test_cfn_lint_reports_no_errors(reference: Synthesized) -> None:
-    from cfnlint.api import lint_all
-
     for name, template in reference.templates.items():
         errors = [
             f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}"
@@ -76,7 +74,6 @@ def test_cdk_nag_reports_nothing_unacknowledged(reference: Synthesized) -> None:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
 def test_an_unacknowledged_finding_fails_synth(tmp_path: Path) -> None:
     app = App(outdir=str(tmp_path))
     stack = Stack(app, "Insecure")
@@ -90,7 +87,6 @@ def test_an_unacknowledged_finding_fails_synth(tmp_path: Path) -> None:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
 def test_another_app_can_bring_its_own_vpc(tmp_path: Path) -> None:
     app = App(context=cdk_context(), outdir=str(tmp_path))
     stack = Stack(app, "OwnVpc")
@@ -189,7 +185,6 @@ def test_another_app_can_bring_its_own_vpc(tmp_path: Path) -> None:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
 def test_a_fixed_environment_needs_no_lookup(tmp_path: Path) -> None:
     # Also opens the API endpoint to one network, the only way to have a public endpoint.
     context = {
@@ -227,7 +222,6 @@ def _unshare_works() -> bool:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
 def test_synth_needs_no_network_and_no_credentials(tmp_path: Path) -> None:
     if not _unshare_works():
         pytest.skip("`unshare --net` is unavailable here (needs root or user namespaces)")

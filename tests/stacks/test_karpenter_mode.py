@@ -30,7 +30,7 @@ from eks_inference.names import NODE_POOL_LABEL
 from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.stacks import build_app
-from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
+from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized, lint_all
 from tests.stacks.deployed import MANIFEST_TYPE, deployed
 
 MANAGED = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
@@ -53,8 +53,6 @@ def _synth(request: pytest.FixtureRequest, mode: str) -> Synthesized:
 @pytest.mark.synth
 @pytest.mark.xdist_group("synth")
 def test_cdk_nag_cfn_lint_and_pins_are_clean(request: pytest.FixtureRequest, mode: str) -> None:
-    from cfnlint.api import lint_all
-
     synth = _synth(request, mode)
     report = json.loads((synth.outdir / "validation-report.json").read_text())
     assert report["pluginReports"] == []

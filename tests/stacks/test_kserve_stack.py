@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from aws_cdk import App
 
 from eks_inference import versions
 from eks_inference.charts.engines.base import serving_engine
 from eks_inference.spec.platform import PlatformSpec
-from eks_inference.stacks import build_app
-from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, cdk_context, synthesize
+from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, example_group, lint_all
 
 EXAMPLE = REPO / "examples" / "kserve-platform.yaml"
+# With the example's own test (tests/stacks/test_examples.py), which synthesizes and lints the
+# same app: on one worker, each is done once.
+EXAMPLE_GROUP = example_group(EXAMPLE)
 UPSTREAM = REPO / "tests" / "upstream"
 # Values the charts pass into the pod spec whole (a node selector's labels, a Kubernetes
 # Affinity), whatever keys the chart's default holds.
@@ -33,12 +35,8 @@ VALUES = {
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    outdir = tmp_path_factory.mktemp("cdk.out.kserve")
-    app, stack = build_app(
-        PlatformSpec.from_yaml(EXAMPLE), app=App(context=cdk_context(), outdir=str(outdir))
-    )
-    return synthesize(app, stack, outdir)
+def example(synthesized_platform: Callable[[PlatformSpec], Synthesized]) -> Synthesized:
+    return synthesized_platform(PlatformSpec.from_yaml(EXAMPLE))
 
 
 def _helm_releases(synth: Synthesized) -> dict[str, dict[str, Any]]:
@@ -69,10 +67,8 @@ def _missing_keys(given: Any, pinned: Any, path: str = "") -> list[str]:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_cdk_nag_cfn_lint_and_pins_are_clean(example: Synthesized) -> None:
-    from cfnlint.api import lint_all
-
     report = json.loads((example.outdir / "validation-report.json").read_text())
     assert report["pluginReports"] == []
     for name, template in example.templates.items():
@@ -87,7 +83,7 @@ def test_cdk_nag_cfn_lint_and_pins_are_clean(example: Synthesized) -> None:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_the_add_ons_releases_are_pinned_and_their_values_exist(example: Synthesized) -> None:
     releases = _helm_releases(example)
     for pinned in (
@@ -105,7 +101,7 @@ def test_the_add_ons_releases_are_pinned_and_their_values_exist(example: Synthes
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_no_role_for_kserve_knative_or_cert_manager(example: Synthesized) -> None:
     associations = [
         r["Properties"]["Namespace"]

@@ -8,29 +8,25 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
-from aws_cdk import App
 
 from eks_inference.catalog import Accelerator
 from eks_inference.numa import pool_policy
 from eks_inference.spec.node_pools import NodePool
 from eks_inference.spec.platform import PlatformSpec
-from eks_inference.stacks import build_app
 from tests.charts.helpers import crd_validator, schema_errors
-from tests.conftest import (
-    REPO,
-    STACK_NAME,
-    Synthesized,
-    cdk_context,
-    cfn_lint_errors,
-    synthesize,
-)
+from tests.conftest import REPO, STACK_NAME, Synthesized, cfn_lint_errors, example_group
 from tests.stacks.deployed import MANIFEST_TYPE
 
-EXAMPLE = PlatformSpec.from_yaml(REPO / "examples" / "loaders.yaml")
+EXAMPLE_FILE = REPO / "examples" / "loaders.yaml"
+EXAMPLE = PlatformSpec.from_yaml(EXAMPLE_FILE)
+# With the example's own test (tests/stacks/test_examples.py), which synthesizes and lints the
+# managed mode's app: on one worker, each is done once.
+EXAMPLE_GROUP = example_group(EXAMPLE_FILE)
 NODE_CONFIG_CRD = REPO / "tests" / "crds" / "node.eks.aws_nodeconfigs.yaml"
 NODE_CLASS_CRD = REPO / "tests" / "crds" / "karpenter.k8s.aws_ec2nodeclasses.yaml"
 LATEST = re.compile(r"(?<![A-Za-z])latest(?![A-Za-z])")
@@ -39,11 +35,10 @@ MODES = ["managed", "karpenter"]
 
 
 @pytest.fixture(scope="module", params=MODES)
-def synth(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    platform = EXAMPLE.with_node_provisioning(request.param)
-    outdir = tmp_path_factory.mktemp(f"loaders-{request.param}")
-    app, stack = build_app(platform, app=App(context=cdk_context(), outdir=str(outdir)))
-    return synthesize(app, stack, outdir)
+def synth(
+    request: pytest.FixtureRequest, synthesized_platform: Callable[[PlatformSpec], Synthesized]
+) -> Synthesized:
+    return synthesized_platform(EXAMPLE.with_node_provisioning(request.param))
 
 
 def _node_config(user_data: str) -> dict[str, Any]:
@@ -89,7 +84,7 @@ def _assert_bootstrapped(config: dict[str, Any], pool: NodePool) -> None:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_nag_lint_and_pins_are_clean(synth: Synthesized) -> None:
     """cdk-nag reports nothing; cfn-lint reports no error (:func:`cfn_lint_errors`)."""
     report = json.loads((synth.outdir / "validation-report.json").read_text())
@@ -109,7 +104,7 @@ def _applied(synth: Synthesized, marker: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_every_accelerator_pool_is_bootstrapped_for_serving(synth: Synthesized) -> None:
     accelerated = {p.name: p for p in EXAMPLE.node_pools if p.accelerator is not Accelerator.NONE}
     resources = synth.templates[STACK_NAME]["Resources"]
@@ -152,7 +147,7 @@ def _nested_parameter(synth: Synthesized, path: str, value: Any) -> Any:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_the_file_system_sits_in_its_pools_zone_and_admits_the_nodes_only(
     synth: Synthesized,
 ) -> None:
@@ -208,7 +203,7 @@ def test_the_file_system_sits_in_its_pools_zone_and_admits_the_nodes_only(
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_the_fsx_csi_role_is_granted_nothing(synth: Synthesized) -> None:
     resources = synth.templates[STACK_NAME]["Resources"]
     (addon,) = [
@@ -228,7 +223,7 @@ def test_the_fsx_csi_role_is_granted_nothing(synth: Synthesized) -> None:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_the_servers_of_the_image_and_fsx_loaders_have_no_aws_identity(synth: Synthesized) -> None:
     for name in ("qwen25-1b5-image", "llama3-8b-fsx"):
         deployment = synth.stack.deployments[name]

@@ -15,7 +15,7 @@ import pytest
 
 from bench.platforms import generated_platform
 from eks_inference.spec.platform import PlatformSpec
-from tests.conftest import STACK_NAME, Synthesized, cdk_context, synthesize
+from tests.conftest import STACK_NAME, Synthesized, cdk_context, lint_all, synthesize
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
 
@@ -102,8 +102,6 @@ def test_synth_reports_nothing(scaled: Synthesized) -> None:
 def test_cfn_lint_reports_no_errors_on_a_nested_stack_of_each_kind(
     scaled: Synthesized, platform: PlatformSpec
 ) -> None:
-    from cfnlint.api import lint_all
-
     kinds: dict[tuple[str, str, str], str] = {}
     for spec in platform.deployments:
         kind = (spec.engine, spec.accelerator.value, spec.weights.loader)

@@ -4,30 +4,25 @@ cdk-nag and cfn-lint clean, with the split's Ingress applied after the deploymen
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from eks_inference.spec.cloudformation_limits import mounted_prefixes
 from eks_inference.spec.platform import PlatformSpec
-from tests.conftest import STACK_NAME, Synthesized, cdk_context, synthesize
+from tests.conftest import REPO, STACK_NAME, Synthesized, example_group, lint_all
 from tests.stacks.test_cloudformation_limits import check_parent_stack_use
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "triton-canary.yaml"
+EXAMPLE = REPO / "examples" / "triton-canary.yaml"
+# With the example's own test (tests/stacks/test_examples.py), which synthesizes and lints the
+# same app: on one worker, each is done once.
+EXAMPLE_GROUP = example_group(EXAMPLE)
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    from aws_cdk import App
-
-    from eks_inference.stacks import build_app
-
-    outdir = tmp_path_factory.mktemp("cdk.out.triton")
-    app, stack = build_app(
-        PlatformSpec.from_yaml(EXAMPLE), app=App(context=cdk_context(), outdir=str(outdir))
-    )
-    return synthesize(app, stack, outdir)
+def example(synthesized_platform: Callable[[PlatformSpec], Synthesized]) -> Synthesized:
+    return synthesized_platform(PlatformSpec.from_yaml(EXAMPLE))
 
 
 def _manifests(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -39,10 +34,8 @@ def _manifests(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_the_example_is_nag_and_lint_clean(example: Synthesized) -> None:
-    from cfnlint.api import lint_all
-
     report = json.loads((example.outdir / "validation-report.json").read_text())
     assert report["pluginReports"] == []
     for name, template in example.templates.items():
@@ -55,7 +48,7 @@ def test_the_example_is_nag_and_lint_clean(example: Synthesized) -> None:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_the_split_is_applied_after_its_targets(example: Synthesized) -> None:
     main = example.templates[STACK_NAME]
     (split_id,) = [k for k in _manifests(main) if k.startswith("TrafficSplits")]
@@ -74,7 +67,7 @@ def test_the_split_is_applied_after_its_targets(example: Synthesized) -> None:
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_the_quota_estimate_counts_the_splits_outputs_and_manifest(example: Synthesized) -> None:
     """The split's base URL and Ingress manifest, and the framework models' prefix the
     Mountpoint driver is granted, are in the parent stack's estimate as the stack makes them."""
@@ -88,7 +81,7 @@ def test_the_quota_estimate_counts_the_splits_outputs_and_manifest(example: Synt
 
 
 @pytest.mark.synth
-@pytest.mark.xdist_group("synth")
+@EXAMPLE_GROUP
 def test_the_triton_deployment_applies_its_repository(example: Synthesized) -> None:
     key = next(k for k in example.templates if k.endswith("Deployment-qwen-triton"))
     text = json.dumps(example.templates[key])
