@@ -20,7 +20,7 @@ import yaml
 
 from eks_inference import artifacts
 from eks_inference.charts.contract import SecretNeed
-from eks_inference.charts.yaml_text import block_yaml, scalar_tag
+from eks_inference.charts.yaml_text import WIDTH, block_yaml, scalar_tag
 from eks_inference.names import API_KEY_SECRET, API_KEY_SECRET_KEY, INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.names import COMPONENT_LABEL as COMPONENT_LABEL
 from eks_inference.names import INSTANCE_LABEL as INSTANCE_LABEL
@@ -377,5 +377,5 @@ def libyaml_yaml(documents: list[Any]) -> str:
     """Documents as one YAML stream written by libyaml's emitter with :class:`_ReadableDumper`
     (block style, width 100): the reference the fast writer's text is held to."""
     return yaml.dump_all(
-        documents, Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False, width=100
+        documents, Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False, width=WIDTH
     )

@@ -79,6 +79,16 @@ DEPLOYMENT_HEADERS = (
     "$/1M tok",
 )
 POOL_HEADERS = ("pool", "instance", "capacity", "nodes", "$/h node", "$/h min", "$/h max")
+SCALE_TO_ZERO_HEADERS = (
+    "deployment",
+    "loader",
+    "cold start s",
+    "to zero after s",
+    "$/idle h",
+    "idle h/day",
+    "h at zero/day",
+    "$/day saved",
+)
 NUMERIC = {
     "node s",
     "image s",
@@ -96,12 +106,7 @@ NUMERIC = {
     "$/h node",
     "GiB",
     "tokens of KV",
-    "cold start s",
-    "to zero after s",
-    "$/idle h",
-    "idle h/day",
-    "h at zero/day",
-    "$/day saved",
+    *SCALE_TO_ZERO_HEADERS[2:],
 }
 
 
@@ -190,16 +195,6 @@ def cold_start_rows(d: DeploymentPlan) -> list[list[str]]:
     return rows
 
 
-SCALE_TO_ZERO_HEADERS = (
-    "deployment",
-    "loader",
-    "cold start s",
-    "to zero after s",
-    "$/idle h",
-    "idle h/day",
-    "h at zero/day",
-    "$/day saved",
-)
 SCALE_TO_ZERO_NOTE = (
     "Deployments at min_replicas 0 (eks_inference/ops/scale_to_zero.py): the first request "
     "after idle waits the cold start of the deployment's own loader (the cold-start "

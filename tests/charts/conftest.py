@@ -134,8 +134,8 @@ def reference_platform() -> PlatformSpec:
     return PlatformSpec.from_yaml(REFERENCE_PLATFORM)
 
 
-@pytest.fixture(scope="session")
-def variants_platform() -> PlatformSpec:
+def variants_spec() -> PlatformSpec:
+    """The variants platform: :data:`VARIANT_DEPLOYMENTS` on :data:`VARIANT_POOLS`."""
     return PlatformSpec.model_validate(
         {
             "model_bucket_name": CONTEXT.bucket_name,
@@ -143,6 +143,11 @@ def variants_platform() -> PlatformSpec:
             "deployments": VARIANT_DEPLOYMENTS,
         }
     )
+
+
+@pytest.fixture(scope="session")
+def variants_platform() -> PlatformSpec:
+    return variants_spec()
 
 
 @pytest.fixture(scope="session")

@@ -13,26 +13,13 @@ from eks_inference.charts.loading import loader_of
 from eks_inference.charts.render import default_context
 from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import (
-    CONTEXT,
     EXAMPLE_PLATFORMS,
     REFERENCE_PLATFORM,
-    VARIANT_DEPLOYMENTS,
-    VARIANT_POOLS,
+    variants_spec,
 )
 from tests.charts.observed import AUTOSCALED
 from tests.charts.test_endpoint import HOST_ROUTED
 from tests.charts.test_karpenter import PLATFORMS as KARPENTER_PLATFORMS
-
-
-def _variants() -> PlatformSpec:
-    return PlatformSpec.model_validate(
-        {
-            "model_bucket_name": CONTEXT.bucket_name,
-            "node_pools": VARIANT_POOLS,
-            "deployments": VARIANT_DEPLOYMENTS,
-        }
-    )
-
 
 PLATFORMS: dict[str, Callable[[], PlatformSpec]] = {
     "reference": lambda: PlatformSpec.from_yaml(REFERENCE_PLATFORM),
@@ -44,8 +31,8 @@ PLATFORMS: dict[str, Callable[[], PlatformSpec]] = {
         f"example-{path.stem}": (lambda path=path: PlatformSpec.from_yaml(path))
         for path in EXAMPLE_PLATFORMS
     },
-    "variants": _variants,
-    "variants-karpenter": lambda: _variants().with_node_provisioning("karpenter"),
+    "variants": variants_spec,
+    "variants-karpenter": lambda: variants_spec().with_node_provisioning("karpenter"),
     "host-routed": lambda: PlatformSpec.model_validate(HOST_ROUTED),
     "autoscaled": lambda: AUTOSCALED,
     "karpenter-purchasing": KARPENTER_PLATFORMS["purchasing"],

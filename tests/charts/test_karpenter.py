@@ -53,7 +53,7 @@ from eks_inference.names import KARPENTER_DO_NOT_DISRUPT_ANNOTATION, NODE_POOL_L
 from eks_inference.spec.node_pools import IMDS_HOP_LIMIT, ROOT_DEVICE, NodePool, karpenter_pools
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
-from tests.charts.conftest import CONTEXT, REFERENCE_PLATFORM, VARIANT_DEPLOYMENTS, VARIANT_POOLS
+from tests.charts.conftest import CONTEXT, REFERENCE_PLATFORM, variants_spec
 from tests.charts.helpers import crd_validator, schema_errors
 
 CRDS = Path(__file__).resolve().parents[1] / "crds"
@@ -64,16 +64,6 @@ RESERVATION = "cr-0123456789abcdef0"
 
 def _reference() -> PlatformSpec:
     return PlatformSpec.from_yaml(REFERENCE_PLATFORM)
-
-
-def _variants() -> PlatformSpec:
-    return PlatformSpec.model_validate(
-        {
-            "model_bucket_name": CONTEXT.bucket_name,
-            "node_pools": VARIANT_POOLS,
-            "deployments": VARIANT_DEPLOYMENTS,
-        }
-    )
 
 
 def _purchasing() -> PlatformSpec:
@@ -103,7 +93,7 @@ def _purchasing() -> PlatformSpec:
     )
 
 
-PLATFORMS = {"reference": _reference, "variants": _variants, "purchasing": _purchasing}
+PLATFORMS = {"reference": _reference, "variants": variants_spec, "purchasing": _purchasing}
 
 
 @pytest.fixture(scope="module", params=sorted(PLATFORMS))

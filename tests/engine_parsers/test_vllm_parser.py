@@ -5,7 +5,7 @@ gigabytes) is not part of the development environment every test runs in; where 
 installed, these tests run ``vllm serve``'s parser (``vllm.entrypoints.cli.serve``) on the
 arguments of every GPU deployment of every engine that runs ``vllm serve`` (standalone vLLM
 and KServe's predictor), of the reference platform, of the example platforms and of the chart
-variants' LMCache deployment (``--kv-transfer-config``) and GPU tensor parallelism, as each
+variants (LMCache's ``--kv-transfer-config``, GPU tensor parallelism), as each
 engine renders its server, the API key's ``--middleware`` included. They rebuild the option
 table under ``tests/upstream/`` from that parser too: ``tests/charts/test_vllm_arguments.py``
 checks every rendered list against the table in every environment. They need only the spec
@@ -22,7 +22,6 @@ import argparse
 import os
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,6 +30,7 @@ from eks_inference.charts.shipped import VLLM_API_KEY_MIDDLEWARE
 from eks_inference.spec.deployment import ModelDeploymentSpec
 from eks_inference.spec.platform import PlatformSpec
 from eks_inference.versions import GPU_VLLM_VERSION
+from tests.charts.conftest import variants_spec
 from tests.vllm_args import option_rows, rendered_vllm_args, serve_options
 
 # Parsing needs a platform to describe devices, chosen when vLLM is first imported; the
@@ -43,42 +43,12 @@ PLATFORMS = (REPO / "deployments.yaml", *sorted((REPO / "examples").glob("*.yaml
 CONTEXT = RenderContext(
     bucket_name="eks-inference-models-example", region="us-east-1", neuron_ray_image=""
 )
-# The chart variants' GPU deployments of standalone vLLM (tests/charts/conftest.py), without
-# importing the charts' fixtures: LMCache with both tiers, and tensor
-# parallelism over four GPUs from a Mountpoint volume.
-VARIANTS: dict[str, Any] = {
-    "model_bucket_name": CONTEXT.bucket_name,
-    "node_pools": [
-        {"name": "system", "instance_types": ["m6i.xlarge"], "min_size": 1, "max_size": 3},
-        {"name": "g6e-12", "instance_types": ["g6e.12xlarge"], "max_size": 4},
-        {"name": "g6e-4", "instance_types": ["g6e.4xlarge"], "max_size": 2, "disk_size_gib": 800},
-    ],
-    "deployments": [
-        {
-            "name": "qwen-gpu-tp4",
-            "model": "qwen2.5-7b",
-            "instance_type": "g6e.12xlarge",
-            "engine": "vllm",
-            "tensor_parallel_size": 4,
-            "limits": {"max_model_len": 32768, "max_num_seqs": 64, "block_size": 32},
-            "weights": {"prefix": "models/qwen2.5-7b/"},
-        },
-        {
-            "name": "mistral-lmcache",
-            "model": "mistral-7b",
-            "instance_type": "g6e.4xlarge",
-            "engine": "vllm",
-            "weights": {"prefix": "models/mistral-7b/", "loader": "runai_streamer"},
-            "kv_cache": {"offload": "cpu+disk", "cpu_gib": 64, "disk_gib": 400},
-        },
-    ],
-}
 
 
 def _platforms() -> list[tuple[str, PlatformSpec]]:
     return [
         *((path.name, PlatformSpec.from_yaml(path)) for path in PLATFORMS),
-        ("variants", PlatformSpec.model_validate(VARIANTS)),
+        ("variants", variants_spec()),
     ]
 
 

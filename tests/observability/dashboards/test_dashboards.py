@@ -18,20 +18,13 @@ from eks_inference.spec.platform import PlatformSpec
 from tests.charts.conftest import (
     EXAMPLE_PLATFORMS,
     REFERENCE_PLATFORM,
-    VARIANT_DEPLOYMENTS,
-    VARIANT_POOLS,
+    variants_spec,
 )
 from tests.charts.observed import AUTOSCALED, PROMTOOL, PROMTOOL_MISSING, promtool_check_rules
 
 PLATFORMS = [
     PlatformSpec.from_yaml(REFERENCE_PLATFORM),
-    PlatformSpec.model_validate(
-        {
-            "model_bucket_name": "eks-inference-models-example",
-            "node_pools": VARIANT_POOLS,
-            "deployments": VARIANT_DEPLOYMENTS,
-        }
-    ),
+    variants_spec(),
     AUTOSCALED,
     *(PlatformSpec.from_yaml(path) for path in EXAMPLE_PLATFORMS),
 ]
