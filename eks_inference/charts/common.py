@@ -228,7 +228,8 @@ MAX_OBJECT_BYTES = 1024 * 1024
 
 def check_object_size(obj: Mapping[str, Any]) -> None:
     """Refuse an object larger than :data:`MAX_OBJECT_BYTES` as JSON, naming it."""
-    size = len(json.dumps(obj, separators=(",", ":")).encode())
+    # ASCII text (non-ASCII characters escaped): its length is its size in bytes.
+    size = len(json.dumps(obj, separators=(",", ":")))
     if size > MAX_OBJECT_BYTES:
         meta = obj.get("metadata", {})
         raise ValueError(

@@ -16,7 +16,6 @@ Grafana sidecar loads dashboard ConfigMaps, by their label, from this namespace 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.engines.base import serving_engine
+from eks_inference.charts.json_text import indented_json
 from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.metrics import require_known
 from eks_inference.names import INFERENCE_NAMESPACE, MONITORING_NAMESPACE
@@ -40,6 +40,7 @@ from eks_inference.observability.signals import (
     ALERT_FOR_SECONDS,
     DEPLOYMENT_LABEL,
     SCRAPE_INTERVAL_SECONDS,
+    Signals,
     seconds,
     signals_of,
 )
@@ -122,9 +123,8 @@ def _deployment_monitors(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
     ]
 
 
-def alert_rules(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
-    """The four alerts of ``spec``, from its signals (see :func:`signals_of`)."""
-    s = signals_of(spec)
+def alert_rules(spec: ModelDeploymentSpec, s: Signals) -> list[dict[str, Any]]:
+    """The four alerts of ``spec``, from its signals ``s`` (see :func:`signals_of`)."""
     where = {DEPLOYMENT_LABEL: spec.name}
     if spec.scaling.min_replicas > 0:
         no_replica = f"({s.replicas_ready} or vector(0)) < 1"
@@ -216,10 +216,10 @@ def _alert(
     }
 
 
-def dashboard_config_map(spec: ModelDeploymentSpec) -> dict[str, Any]:
+def dashboard_config_map(spec: ModelDeploymentSpec, signals: Signals) -> dict[str, Any]:
     """The ConfigMap holding ``spec``'s Grafana dashboard, labelled for Grafana's sidecar."""
     labels = {**object_labels(spec, ROLE), names.GRAFANA_DASHBOARD_LABEL: "1"}
-    board = json.dumps(dashboards.dashboard(spec), indent=1, sort_keys=True)
+    board = indented_json(dashboards.dashboard(spec, signals))
     return api_object(
         "v1",
         "ConfigMap",
@@ -241,16 +241,17 @@ def monitoring_chart(spec: ModelDeploymentSpec) -> ChartRecord:
 
     Its needs name the Prometheus Operator CRDs, which kube-prometheus-stack installs.
     """
+    signals = signals_of(spec)
     rules = api_object(
         MONITORING_API_VERSION,
         "PrometheusRule",
         metadata(spec.name, object_labels(spec, ROLE)),
-        {"spec": {"groups": [{"name": spec.name, "rules": alert_rules(spec)}]}},
+        {"spec": {"groups": [{"name": spec.name, "rules": alert_rules(spec, signals)}]}},
     )
     return deployment_chart(
         spec,
         ROLE,
-        [*_deployment_monitors(spec), rules, dashboard_config_map(spec)],
+        [*_deployment_monitors(spec), rules, dashboard_config_map(spec, signals)],
         PlatformNeeds(
             namespaces=(INFERENCE_NAMESPACE,),
             custom_resources=(PODMONITOR_CRD, PROMETHEUSRULE_CRD),

@@ -34,12 +34,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import posixpath
 import shutil
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 # Lists, one per line, the files the writer wrote into the directory.
 MARKER = ".eks-inference-manifests"
@@ -169,10 +170,9 @@ def _check_relative(relative: str, what: str) -> None:
     The writer writes nothing else, so a marker listing anything else (``.git/config``, a
     user's ``README.md``) was edited by hand and would make the writer delete that file.
     """
-    parts = PurePosixPath(relative).parts
+    parts = relative.split("/")
     if (
-        not parts
-        or len(parts) > _MAX_DEPTH
+        len(parts) > _MAX_DEPTH
         or relative.startswith("/")
         or "\\" in relative
         or not relative.endswith(_SUFFIX)
@@ -278,83 +278,97 @@ def _starts_with(path: Path, header: str) -> bool:
 
 def _check_in_the_way(out_dir: Path, files: Mapping[str, str], owned: set[str]) -> None:
     """Refuse a new file whose path is taken by something that is not the writer's."""
+    # Each folder is looked at once: what is in a missing one cannot be in the way.
+    missing: set[str] = set()
+    folders: set[str] = set()
     for relative in files:
-        parts = PurePosixPath(relative).parts
+        parts = relative.split("/")
         for depth in range(1, len(parts) + 1):
             partial = "/".join(parts[:depth])
-            path = out_dir / partial
+            if partial in missing:
+                break
+            is_file = depth == len(parts)
+            if not is_file and partial in folders:
+                continue
+            path = os.path.join(out_dir, partial)
             try:
                 mode = os.lstat(path).st_mode
             except FileNotFoundError:
+                missing.add(partial)
                 break
-            is_file = depth == len(parts)
             if is_file and not (stat.S_ISREG(mode) and partial in owned):
                 raise OutputDirError(
                     f"{path} is in the way of a manifest and was not written by the manifest "
                     "writer; move it away"
                 )
-            if not is_file and not stat.S_ISDIR(mode):
-                raise OutputDirError(
-                    f"{path} is in the way of the manifest folder {partial}/ (it is not a "
-                    "directory); move it away"
-                )
+            if not is_file:
+                if not stat.S_ISDIR(mode):
+                    raise OutputDirError(
+                        f"{path} is in the way of the manifest folder {partial}/ (it is not a "
+                        "directory); move it away"
+                    )
+                folders.add(partial)
 
 
 class _Steps:
-    """Renames and folders made so far, undone in reverse order when a later step fails."""
+    """Renames made so far, undone in reverse order when a later step fails."""
 
     def __init__(self) -> None:
-        self._done: list[tuple[Path, Path | None]] = []
+        self._done: list[tuple[str, str]] = []
 
-    def move(self, source: Path, target: Path) -> None:
+    def move(self, source: str, target: str) -> None:
         os.rename(source, target)
         self._done.append((source, target))
 
-    def make_dir(self, path: Path) -> None:
-        path.mkdir()
-        self._done.append((path, None))
-
     def undo(self) -> None:
         for source, target in reversed(self._done):
-            if target is None:
-                source.rmdir()
-            else:
-                os.rename(target, source)
+            os.rename(target, source)
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _swap(out_dir: Path, files: Mapping[str, str], survey: _Survey) -> None:
     """Stage ``files`` in ``out_dir``, then move the old owned files aside and the new in."""
-    staging = Path(tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}new-", dir=out_dir))
-    aside = Path(tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}old-", dir=out_dir))
+    # Plain string paths: a few thousand files make pathlib's parsing a measurable share.
+    out = str(out_dir)
+    staging = tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}new-", dir=out)
+    aside = tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}old-", dir=out)
     steps = _Steps()
     try:
+        folders = sorted({posixpath.dirname(relative) for relative in files} - {""})
         # Each folder once, not once per file: a system call each.
-        for parent in sorted({str(PurePosixPath(relative).parent) for relative in files} - {"."}):
-            (staging / parent).mkdir(parents=True, exist_ok=True)
+        for folder in folders:
+            os.makedirs(os.path.join(staging, folder), exist_ok=True)
         for relative, text in files.items():
-            (staging / relative).write_text(text, encoding="utf-8")
-        final_marker, interim_marker = staging / MARKER, staging / f"{MARKER}.interim"
-        final_marker.write_text(_marker_text(files), encoding="utf-8")
-        interim_marker.write_text(_marker_text([*files, *survey.owned]), encoding="utf-8")
-        marker = out_dir / MARKER
-        if marker.exists():
-            steps.move(marker, aside / MARKER)
+            _write_text(os.path.join(staging, relative), text)
+        marker = os.path.join(out, MARKER)
+        final_marker = os.path.join(staging, MARKER)
+        interim_marker = f"{final_marker}.interim"
+        _write_text(final_marker, _marker_text(files))
+        _write_text(interim_marker, _marker_text([*files, *survey.owned]))
+        if os.path.lexists(marker):
+            steps.move(marker, os.path.join(aside, MARKER))
         # Until the last step the marker lists old and new files, so that a run killed midway
         # leaves a directory the next run still recognises as the writer's.
         steps.move(interim_marker, marker)
         for relative in sorted(survey.owned):
-            (aside / relative).parent.mkdir(parents=True, exist_ok=True)
-            steps.move(out_dir / relative, aside / relative)
-        needed = {PurePosixPath(relative).parts[0] for relative in files if "/" in relative}
+            os.makedirs(os.path.dirname(os.path.join(aside, relative)), exist_ok=True)
+            steps.move(os.path.join(out, relative), os.path.join(aside, relative))
+        needed = {relative.partition("/")[0] for relative in files if "/" in relative}
         for folder in sorted(survey.folders - needed):
-            if not any((out_dir / folder).iterdir()):
-                steps.move(out_dir / folder, aside / f"{folder}.folder")
+            if not any(os.scandir(os.path.join(out, folder))):
+                steps.move(os.path.join(out, folder), os.path.join(aside, f"{folder}.folder"))
+        # A folder the directory does not have comes in whole, one rename for all its files.
+        arriving = {folder for folder in needed if not os.path.lexists(os.path.join(out, folder))}
+        for folder in sorted(arriving):
+            steps.move(os.path.join(staging, folder), os.path.join(out, folder))
         for relative in files:
-            target = out_dir / relative
-            if not target.parent.exists():
-                steps.make_dir(target.parent)
-            steps.move(staging / relative, target)
-        steps.move(marker, aside / f"{MARKER}.interim")
+            if relative.partition("/")[0] not in arriving:
+                steps.move(os.path.join(staging, relative), os.path.join(out, relative))
+        steps.move(marker, os.path.join(aside, f"{MARKER}.interim"))
         steps.move(final_marker, marker)
     except BaseException:
         steps.undo()

@@ -1,17 +1,23 @@
 """Rich consoles that stay readable when output is not a terminal (pipes, CI, tests), and
-that never pass a terminal escape from the text they print to the terminal."""
+that never pass a terminal escape from the text they print to the terminal.
+
+rich is imported when the first console is made, not at start-up: commands that print plain
+lines (``manifests``, ``schema``, every error) never load it.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from eks_inference.ops.text import printable, redact_urls
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Without a terminal rich falls back to COLUMNS or 80 columns and wraps table cells mid-word;
 # a log has no width, so tables get at least this many columns there and keep one line per
@@ -27,27 +33,35 @@ def terminal_safe(text: str) -> str:
     return printable(redact_urls(text), keep_lines=True)
 
 
-class _SafeConsole(Console):
-    """A console whose every string passes through :func:`terminal_safe`.
+@functools.cache
+def _safe_console_class() -> type[Console]:
+    from rich.console import Console
+    from rich.text import Text
 
-    rich turns each ``str`` it prints (table cells and titles included) into ``Text`` here,
-    before measuring it, so escaped characters are laid out at their printed width; rich
-    itself strips only a few control codes and lets ESC through. The styles the CLI asks for
-    are applied after this, so colours still work on a terminal.
-    """
+    class SafeConsole(Console):
+        """A console whose every string passes through :func:`terminal_safe`.
 
-    def render_str(self, text: str, **options: Any) -> Text:
-        return super().render_str(terminal_safe(text), **options)
+        rich turns each ``str`` it prints (table cells and titles included) into ``Text``
+        here, before measuring it, so escaped characters are laid out at their printed width;
+        rich itself strips only a few control codes and lets ESC through. The styles the CLI
+        asks for are applied after this, so colours still work on a terminal.
+        """
+
+        def render_str(self, text: str, **options: Any) -> Text:
+            return super().render_str(terminal_safe(text), **options)
+
+    return SafeConsole
 
 
 def _console(stderr: bool) -> Console:
     stream = sys.stderr if stderr else sys.stdout
-    console = _SafeConsole(file=stream, highlight=False, soft_wrap=False)
+    safe_console = _safe_console_class()
+    console = safe_console(file=stream, highlight=False, soft_wrap=False)
     if console.is_terminal:
         return console
     columns = os.environ.get("COLUMNS", "")
     width = max(int(columns) if columns.isdigit() else 0, _NON_TERMINAL_WIDTH)
-    return _SafeConsole(file=stream, highlight=False, soft_wrap=False, width=width)
+    return safe_console(file=stream, highlight=False, soft_wrap=False, width=width)
 
 
 def stdout() -> Console:

@@ -11,6 +11,7 @@ line on stderr: exit code 2 for bad input, 1 for a failure.
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -84,4 +85,8 @@ for command in (
 
 def main() -> None:
     """Console-script entry point (also ``python -m eks_inference``)."""
+    # What start-up imported (modules, their classes, pydantic's validators) lives until exit:
+    # frozen, it is left out of the collector's passes during the command and of the last
+    # one at exit, which would only walk it (some 30 ms of every run).
+    gc.freeze()
     app(prog_name="eks-inference")

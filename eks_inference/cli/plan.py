@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from eks_inference import sizing
-from eks_inference.cli import console, inputs, plan_cells, plan_render
+from eks_inference.cli import console, inputs, plan_cells
 from eks_inference.cli.options import DEFAULT_PLATFORM, PlatformOption
 from eks_inference.cli.output import emit
 from eks_inference.ops.errors import BadInput, CommandFailed
@@ -80,6 +80,9 @@ def plan(
     ] = None,
 ) -> None:
     """Memory fit, decode throughput bound and cost: per deployment, or for one configuration."""
+    # Its tables need rich, which the other commands do not load at start-up.
+    from eks_inference.cli import plan_render
+
     for option, value in (
         ("--tensor-parallel", tensor_parallel),
         ("--max-model-len", max_model_len),

@@ -290,13 +290,18 @@ def _raising_at_call(real: Callable[..., Any], at: int, error: BaseException) ->
 
 
 @pytest.mark.parametrize("code", [errno.EBUSY, errno.EACCES, errno.EXDEV])
+@pytest.mark.parametrize("previous_platform", ["variants", "reference"])
 def test_a_failed_rename_at_any_step_leaves_the_previous_output_byte_for_byte(
     tmp_path: Path,
     reference: Rendered,
-    variants: Rendered,
+    request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
     code: int,
+    previous_platform: str,
 ) -> None:
+    """Over another platform's output every deployment folder arrives whole; over the same
+    platform's, each file is moved into the folder already there."""
+    previous: Rendered = request.getfixturevalue(previous_platform)
     real_rename = os.rename
     renames = 0
 
@@ -306,14 +311,17 @@ def test_a_failed_rename_at_any_step_leaves_the_previous_output_byte_for_byte(
         real_rename(source, target)
 
     monkeypatch.setattr(os, "rename", counting)
-    before = _previous_output(tmp_path / "count", variants)
+    before = _previous_output(tmp_path / "count", previous)
     renames = 0
     replace_owned_files(tmp_path / "count", reference.files, HEADER, allow_other_files=True)
     steps = renames
-    assert steps > len(reference.files)
+    # File by file: the markers' four moves, each old file aside and each new one in. A folder
+    # the directory lacks arrives in one rename.
+    file_by_file = 4 + len(previous.files) + len(reference.files)
+    assert (steps < file_by_file) == (previous is not reference), (steps, file_by_file)
     for failing in range(1, steps + 1):
         out = tmp_path / f"fail-{failing}"
-        assert _previous_output(out, variants) == before
+        assert _previous_output(out, previous) == before
         error = OSError(code, os.strerror(code))
         monkeypatch.setattr(os, "rename", _raising_at_call(real_rename, failing, error))
         with pytest.raises(OSError, match=os.strerror(code)):
@@ -325,16 +333,18 @@ def test_a_failed_rename_at_any_step_leaves_the_previous_output_byte_for_byte(
 def test_a_full_disk_at_any_file_leaves_the_previous_output_byte_for_byte(
     tmp_path: Path, reference: Rendered, variants: Rendered, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_write = Path.write_text
+    real_write = output_dir._write_text
     writes = len(reference.files) + 2  # the files, then the marker and its interim version
     for failing in range(1, writes + 1):
         out = tmp_path / f"fail-{failing}"
         before = _previous_output(out, variants)
         full_disk = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        monkeypatch.setattr(Path, "write_text", _raising_at_call(real_write, failing, full_disk))
+        monkeypatch.setattr(
+            output_dir, "_write_text", _raising_at_call(real_write, failing, full_disk)
+        )
         with pytest.raises(OSError, match=os.strerror(errno.ENOSPC)):
             replace_owned_files(out, reference.files, HEADER, allow_other_files=True)
-        monkeypatch.setattr(Path, "write_text", real_write)
+        monkeypatch.setattr(output_dir, "_write_text", real_write)
         assert (_tree(out), _entries(out)) == before, f"write {failing} of {writes}"
 
 
@@ -383,10 +393,10 @@ def test_failure_while_rendering_keeps_the_previous_output(
 def test_a_failed_first_write_leaves_no_directory(
     tmp_path: Path, reference: Rendered, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def full_disk(self: Path, *args: Any, **kwargs: Any) -> int:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+    def full_disk(path: str, text: str) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    monkeypatch.setattr(output_dir, "_write_text", full_disk)
     with pytest.raises(OSError, match=os.strerror(errno.ENOSPC)):
         replace_owned_files(tmp_path / "new", reference.files, HEADER)
     assert list(tmp_path.iterdir()) == []

@@ -15,6 +15,8 @@ import pytest
 import yaml
 from typer.testing import Result
 
+from eks_inference.charts import output_dir
+
 from .conftest import REFERENCE_PLATFORM, REPO_ROOT
 
 
@@ -62,7 +64,8 @@ def test_plan_imports_neither_cdk_nor_boto3_nor_matplotlib() -> None:
 def test_manifests_import_no_jsii_library(platform: str, tmp_path: Path) -> None:
     """``manifests`` writes from plain chart records: no cdk8s, jsii, aws-cdk or constructs is
     imported, so no JavaScript runtime starts (the reference platform in both provisioning
-    modes, and an example with traffic splits)."""
+    modes, and an example with traffic splits). It prints plain lines: rich, which the other
+    commands' tables need, is not imported either."""
     if platform == "karpenter":
         data = yaml.safe_load(REFERENCE_PLATFORM.read_text())
         data["node_provisioning"] = "karpenter"
@@ -72,7 +75,7 @@ def test_manifests_import_no_jsii_library(platform: str, tmp_path: Path) -> None
         platform_file = REPO_ROOT / platform
     out = tmp_path / "k8s_manifests"
     arguments = ["manifests", "--platform", str(platform_file), "--out", str(out)]
-    assert _imported_after(arguments, ("jsii", "cdk8s", "constructs", "aws_cdk")) == []
+    assert _imported_after(arguments, ("jsii", "cdk8s", "constructs", "aws_cdk", "rich")) == []
     assert (out / "namespace.yaml").is_file()
 
 
@@ -164,7 +167,7 @@ def test_a_failed_write_is_one_line_and_keeps_the_previous_manifests(
         raise OSError(code, os.strerror(code), str(out / "namespace.yaml"))
 
     if code == errno.ENOSPC:
-        monkeypatch.setattr(Path, "write_text", fail)
+        monkeypatch.setattr(output_dir, "_write_text", fail)
     else:
         monkeypatch.setattr(os, "rename", fail)
     result = cli("manifests", "--out", out, "--platform", REFERENCE_PLATFORM)

@@ -262,9 +262,12 @@ def uid(deployment: str) -> str:
     return f"eksi-{digest}-{deployment}"[:_UID_LENGTH]
 
 
-def dashboard(spec: ModelDeploymentSpec) -> Json:
-    """The Grafana dashboard of ``spec``: its kind's layout with its own queries and price."""
-    signals = signals_of(spec)
+def dashboard(spec: ModelDeploymentSpec, signals: Signals | None = None) -> Json:
+    """The Grafana dashboard of ``spec``: its kind's layout with its own queries and price.
+
+    ``signals`` are ``signals_of(spec)``, given by a caller that has them already.
+    """
+    signals = signals if signals is not None else signals_of(spec)
     own = tuple(
         Panel(p.title, p.description, p.unit, tuple(Series(e, legend) for e, legend in p.series))
         for p in serving_engine(spec).own_panels(spec)
