@@ -29,7 +29,7 @@ def _write(value: Any, newline: str, out: Callable[[str], None]) -> None:
     kind = type(value)
     if kind is str:
         out(encode_basestring_ascii(value))
-    elif kind is dict or (kind is not str and isinstance(value, dict)):
+    elif kind is dict:
         _write_object(value, newline, out)
     elif kind is list or kind is tuple:
         _write_array(value, newline, out)
@@ -37,6 +37,10 @@ def _write(value: Any, newline: str, out: Callable[[str], None]) -> None:
         out(_CONSTANTS[value])
     elif kind is int:
         out(int.__repr__(value))
+    elif isinstance(value, dict):
+        _write_object(value, newline, out)
+    elif isinstance(value, (list, tuple)):
+        _write_array(value, newline, out)
     else:
         # Floats (NaN and infinities as JSON spells them), subclasses of str, int and float,
         # and anything json refuses (it raises the same error).

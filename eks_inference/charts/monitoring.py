@@ -123,28 +123,30 @@ def _deployment_monitors(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
     ]
 
 
-def alert_rules(spec: ModelDeploymentSpec, s: Signals) -> list[dict[str, Any]]:
-    """The four alerts of ``spec``, from its signals ``s`` (see :func:`signals_of`)."""
+def alert_rules(spec: ModelDeploymentSpec, signals: Signals) -> list[dict[str, Any]]:
+    """The four alerts of ``spec``, from its ``signals`` (:func:`signals_of`)."""
     where = {DEPLOYMENT_LABEL: spec.name}
     if spec.scaling.min_replicas > 0:
-        no_replica = f"({s.replicas_ready} or vector(0)) < 1"
+        no_replica = f"({signals.replicas_ready} or vector(0)) < 1"
         no_replica_for = ALERT_FOR_SECONDS
     else:
         # Scaled to zero on purpose: only a request left waiting without a replica is wrong.
-        no_replica = f"(({s.replicas_ready} or vector(0)) < 1) and (({s.requests_waiting}) > 0)"
-        no_replica_for = s.rollout_budget_seconds
+        no_replica = (
+            f"(({signals.replicas_ready} or vector(0)) < 1) and (({signals.requests_waiting}) > 0)"
+        )
+        no_replica_for = signals.rollout_budget_seconds
     # An engine without a KV-cache metric (Triton's vLLM backend) gets no KV-cache alert.
     kv_cache = (
         []
-        if s.kv_cache_usage_max is None
+        if signals.kv_cache_usage_max is None
         else [
             _alert(
                 "InferenceKVCacheNearlyFull",
-                f"{s.kv_cache_usage_max} > {s.kv_cache_alert}",
+                f"{signals.kv_cache_usage_max} > {signals.kv_cache_alert}",
                 ALERT_FOR_SECONDS,
                 "warning",
                 where,
-                f"{spec.name}: KV cache above {s.kv_cache_alert:.0%} on a replica",
+                f"{spec.name}: KV cache above {signals.kv_cache_alert:.0%} on a replica",
                 "Sequences are about to be preempted and recomputed; raise max_replicas or "
                 "lower max_num_seqs.",
             ),
@@ -165,14 +167,14 @@ def alert_rules(spec: ModelDeploymentSpec, s: Signals) -> list[dict[str, Any]]:
     return [
         _alert(
             "InferenceQueueGrowing",
-            f"(({s.requests_waiting}) > {s.queue_alert}) and "
-            f"(deriv(({s.requests_waiting})[10m:30s]) > 0)",
+            f"(({signals.requests_waiting}) > {signals.queue_alert}) and "
+            f"(deriv(({signals.requests_waiting})[10m:30s]) > 0)",
             ALERT_FOR_SECONDS,
             "warning",
             where,
-            f"{spec.name}: more than a full batch ({s.queue_alert}) waiting, and rising",
-            f"Requests keep queueing although the autoscaler acts ({s.autoscaled_by}): it is "
-            f"at max_replicas ({s.max_replicas}) or cannot get capacity.",
+            f"{spec.name}: more than a full batch ({signals.queue_alert}) waiting, and rising",
+            f"Requests keep queueing although the autoscaler acts ({signals.autoscaled_by}): it is "
+            f"at max_replicas ({signals.max_replicas}) or cannot get capacity.",
         ),
         *kv_cache,
         _alert(
@@ -186,13 +188,13 @@ def alert_rules(spec: ModelDeploymentSpec, s: Signals) -> list[dict[str, Any]]:
         ),
         _alert(
             "InferenceModelLoadStuck",
-            f"({s.model_loading}) > 0",
-            s.loading_alert_seconds,
+            f"({signals.model_loading}) > 0",
+            signals.loading_alert_seconds,
             "warning",
             where,
             f"{spec.name}: a replica has been loading beyond its budget",
-            f"Model load budget {s.load_budget_seconds} s (with node launch and image pull "
-            f"{s.rollout_budget_seconds} s); look at the replica's log.",
+            f"Model load budget {signals.load_budget_seconds} s (with node launch and image pull "
+            f"{signals.rollout_budget_seconds} s); look at the replica's log.",
         ),
         *own,
     ]

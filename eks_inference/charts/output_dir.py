@@ -24,10 +24,10 @@ directory first (inside rather than beside it, so that every move is a rename wi
 system even when the directory is a mount point), then each old file is moved aside and each
 new one moved in (a folder the directory does not have yet comes in whole, in one move), every
 step recorded; on an error the steps are undone in reverse order and the directory is as it
-was. A process killed midway leaves a marker that lists the old and new
-files together and hidden folders named after the marker, which the next run removes. One run
-writes to a directory at a time: it holds a lock on the directory, and a second run is refused
-until the first has finished.
+was. A process killed midway leaves a marker that lists the old and new files together and
+hidden folders named after the marker, which the next run removes. One run writes to a
+directory at a time: it holds a lock on the directory, and a second run is refused until the
+first has finished.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ empty and nested containers, tuples).
 
 from __future__ import annotations
 
+import collections
+import enum
 import json
 import math
 from typing import Any
@@ -67,3 +69,18 @@ def test_special_floats_are_spelled_as_json_spells_them() -> None:
 def test_a_key_that_is_not_a_string_is_refused() -> None:
     with pytest.raises(TypeError, match="keys must be str, not int"):
         indented_json({"panels": {1: "a"}})
+
+
+class _Level(enum.IntEnum):
+    HIGH = 2
+
+
+class _Colour(enum.StrEnum):
+    RED = "red"
+
+
+def test_subclasses_of_the_json_types_are_written_as_their_base() -> None:
+    row = type("Row", (list,), {})
+    value = collections.OrderedDict([("b", row([{"x": 1.5}, ()])), ("a", _Level.HIGH)])
+    value["c"] = _Colour.RED
+    assert indented_json(value) == _reference(value)
