@@ -219,7 +219,9 @@ def test_a_regular_file_or_a_folder_in_a_git_directory_is_refused(
     assert not (tmp_path / ".git").exists()
 
 
-@pytest.mark.parametrize("entry", ["../outside.yaml", "/etc/passwd", "a/b/c.yaml", "."])
+@pytest.mark.parametrize(
+    "entry", ["../outside.yaml", "/etc/passwd", "a/b/c.yaml", ".", "apps//x.yaml", "./x.yaml"]
+)
 def test_a_marker_naming_paths_outside_the_layout_is_refused(
     tmp_path: Path, reference: Rendered, entry: str
 ) -> None:
