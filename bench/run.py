@@ -96,7 +96,7 @@ def _load_average() -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--skip-test-suite", action="store_true")
     args = parser.parse_args()
 
