@@ -169,6 +169,9 @@ def main() -> None:
         "manifests_100_s": round(cpu("manifests"), 2),
         "test_suite_s": None,
         "rounds": args.rounds,
+        "cpu_s_by_round": {
+            name: [round(t.cpu_s, 2) for t in runs] for name, runs in timings.items()
+        },
         "load_average": {"start": load_at_start, "end": load_at_end},
         "cpus": os.cpu_count(),
         "measured_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
