@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import posixpath
 import shutil
 import stat
 import tempfile
@@ -339,10 +338,11 @@ def _swap(out_dir: Path, files: Mapping[str, str], survey: _Survey) -> None:
     aside = tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}old-", dir=out)
     steps = _Steps()
     try:
-        folders = sorted({posixpath.dirname(relative) for relative in files} - {""})
+        # The layout is at most one folder deep: a file's folder is its path's first part.
+        needed = {relative.partition("/")[0] for relative in files if "/" in relative}
         # Each folder once, not once per file: a system call each.
-        for folder in folders:
-            os.makedirs(os.path.join(staging, folder), exist_ok=True)
+        for folder in needed:
+            os.mkdir(os.path.join(staging, folder))
         for relative, text in files.items():
             _write_text(os.path.join(staging, relative), text)
         marker = os.path.join(out, MARKER)
@@ -358,7 +358,6 @@ def _swap(out_dir: Path, files: Mapping[str, str], survey: _Survey) -> None:
         for relative in sorted(survey.owned):
             os.makedirs(os.path.dirname(os.path.join(aside, relative)), exist_ok=True)
             steps.move(os.path.join(out, relative), os.path.join(aside, relative))
-        needed = {relative.partition("/")[0] for relative in files if "/" in relative}
         for folder in sorted(survey.folders - needed):
             if not any(os.scandir(os.path.join(out, folder))):
                 steps.move(os.path.join(out, folder), os.path.join(aside, f"{folder}.folder"))
