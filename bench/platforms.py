@@ -6,8 +6,8 @@ from collections import Counter
 from itertools import cycle, islice
 from typing import Any
 
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
 
 # One row per kind of deployment the library renders: engine x accelerator x weight loader.
 _KINDS: tuple[dict[str, Any], ...] = (

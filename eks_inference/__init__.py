@@ -13,18 +13,18 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from eks_inference.nodejs import use_pinned_node
-from eks_inference.spec.deployment import (
+from eks_inference.specification.deployment import (
     Limits,
     ModelDeploymentSpec,
     ModelRef,
     NeuronOptions,
     Scaling,
 )
-from eks_inference.spec.engines import ENGINES
-from eks_inference.spec.loading import Weights
-from eks_inference.spec.node_pools import NodePool, Taint
-from eks_inference.spec.platform import Placement, PlatformSpec
-from eks_inference.spec.provisioning import NodeProvisioning
+from eks_inference.specification.engines import ENGINES
+from eks_inference.specification.node_pools import NodePool, Taint
+from eks_inference.specification.platform import Placement, PlatformSpec
+from eks_inference.specification.provisioning import NodeProvisioning
+from eks_inference.specification.weights import Weights
 
 if TYPE_CHECKING:
     from eks_inference.constructs import (
@@ -110,7 +110,7 @@ use_pinned_node()
 # The built-in engines register when the registry is first read, so that a spec naming one
 # validates however the package was entered (they import no jsii library), and a command that
 # refuses its input before validating a deployment does not import them.
-ENGINES.load_built_ins_with(lambda: import_module("eks_inference.charts.engines.built_in"))
+ENGINES.load_built_ins_with(lambda: import_module("eks_inference.engines.built_in"))
 
 
 def __getattr__(name: str) -> Any:

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo
 
-from eks_inference.spec.validation import rule_error
+from eks_inference.specification.validation import rule_error
 
 # S3 general purpose bucket naming rules
 # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).

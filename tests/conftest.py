@@ -26,7 +26,7 @@ import pytest
 from hypothesis import settings
 
 if TYPE_CHECKING:
-    from eks_inference.spec.platform import PlatformSpec
+    from eks_inference.specification.platform import PlatformSpec
 
 # On CI the property tests draw the same examples every run, so that its verdict depends on the
 # change and not on the draw; elsewhere each run draws new ones and may find a new case.
@@ -162,7 +162,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The reference app (deployments.yaml) synthesized once, with cdk-nag on."""
     from aws_cdk import App
 
-    from eks_inference.spec.platform import PlatformSpec
+    from eks_inference.specification.platform import PlatformSpec
     from eks_inference.stacks import build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out")
@@ -179,7 +179,7 @@ def reference_karpenter(tmp_path_factory: pytest.TempPathFactory) -> Synthesized
     synthesized once, with cdk-nag on."""
     from aws_cdk import App
 
-    from eks_inference.spec.platform import PlatformSpec
+    from eks_inference.specification.platform import PlatformSpec
     from eks_inference.stacks import build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out.karpenter")

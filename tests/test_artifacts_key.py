@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from eks_inference import artifacts
-from eks_inference.artifacts import artifact_prefix, completion_marker_key
 from eks_inference.catalog import MODELS
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification import artifacts
+from eks_inference.specification.artifacts import artifact_prefix, completion_marker_key
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 GRAPH_INPUTS = (
     "model_id",

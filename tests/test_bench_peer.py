@@ -23,8 +23,8 @@ from bench.peer import (
     reference_facts,
 )
 from eks_inference import names, versions
-from eks_inference.spec.node_pools import system_pool_of
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.node_pools import system_pool_of
+from eks_inference.specification.platform import PlatformSpec
 
 EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 

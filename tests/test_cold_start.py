@@ -14,19 +14,19 @@ from typing import Any
 
 import pytest
 
-from eks_inference import load_budget, sizing
-from eks_inference.catalog import GB, INSTANCE_TYPES, Accelerator, ModelArchitecture
-from eks_inference.catalog import cold_start as figures
+from eks_inference.catalog import GB, INSTANCE_TYPES, Accelerator, ModelArchitecture, sizing
+from eks_inference.catalog import cold_start_figures as figures
 from eks_inference.catalog.node_hardware import NODE_HARDWARE, node_hardware
-from eks_inference.cold_start import (
+from eks_inference.specification import startup_budget as load_budget
+from eks_inference.specification.cold_start import (
     cold_start,
     cold_starts,
     local_disk,
     recommended_loader,
 )
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.loading import LOADERS
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.weights import LOADERS
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = PlatformSpec.from_yaml(REPO / "deployments.yaml")

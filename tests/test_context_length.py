@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from eks_inference.catalog import MODELS
 from eks_inference.cli.main import app
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
 
 REFERENCE_PLATFORM = Path(__file__).resolve().parents[1] / "deployments.yaml"
 

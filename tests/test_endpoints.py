@@ -11,10 +11,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from eks_inference import sizing
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.routes import (
+from eks_inference.catalog import sizing
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.routes import (
     IDLE_TIMEOUT_MARGIN,
     MAX_IDLE_TIMEOUT_S,
     MAX_LISTENER_RULES,

@@ -11,9 +11,9 @@ import pytest
 
 from eks_inference import metrics, names, versions
 from eks_inference.charts.knative import knative_pod_monitor
-from eks_inference.cold_start import cold_start
 from eks_inference.metrics import KNOWN_SERIES, Kind
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.cold_start import cold_start
+from eks_inference.specification.platform import PlatformSpec
 
 REPO = Path(__file__).resolve().parents[1]
 EXCERPTS = REPO / "tests" / "upstream" / "knative-serving-v1.21.3-metrics.txt"

@@ -20,9 +20,21 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "eks_inference"
-# Layer of each subpackage; the spec package and the modules at the top of the package (the
-# catalog, sizing, names, versions, metric names, load budget) are the spec layer.
-LAYERS = {"charts": 2, "observability": 2, "constructs": 3, "ops": 3, "cli": 3, "stacks": 4}
+# Layer of each subpackage; the specification, the catalog (with its sizing arithmetic) and the
+# fact modules at the top of the package (names, versions, metric names, AWS value types) are
+# the spec layer. The manifest writer's text and directory code and the observation of a
+# deployment sit above it, the platform's charts above those, the engines (which build their
+# objects with the charts' pod builder) above the charts.
+LAYERS = {
+    "output": 2,
+    "observability": 2,
+    "charts": 3,
+    "engines": 4,
+    "constructs": 5,
+    "ops": 5,
+    "cli": 5,
+    "stacks": 6,
+}
 SPEC_LAYER = 1
 # The package's own __init__ re-exports every layer (the constructs lazily) for users.
 ENTRY_POINTS = {"eks_inference", "eks_inference.__main__"}
@@ -86,12 +98,12 @@ def layer(module: str) -> int:
 
 
 def test_the_graph_is_read() -> None:
-    vllm = "eks_inference.charts.engines.vllm"
+    vllm = "eks_inference.engines.vllm.engine"
     assert "eks_inference.charts.pod" in GRAPH[vllm]
     assert "eks_inference.charts.mountpoint" in GRAPH[vllm]
     assert "eks_inference.charts.mountpoint" not in RUN_TIME_GRAPH[vllm]
     assert "eks_inference.constructs.cluster" in GRAPH["eks_inference.constructs.model_deployment"]
-    assert layer("eks_inference.spec.deployment") < layer(vllm)
+    assert layer("eks_inference.specification.deployment") < layer(vllm)
     assert layer(vllm) < layer("eks_inference.constructs.cluster")
 
 
@@ -152,7 +164,8 @@ def test_only_the_registry_dispatches_on_the_engine() -> None:
     found = {
         module: lines
         for module in MODULES
-        if module != "eks_inference.spec.engines" and (lines := _comparisons_of("engine", module))
+        if module != "eks_inference.specification.engines"
+        and (lines := _comparisons_of("engine", module))
     }
     assert not found, found
 
@@ -163,7 +176,7 @@ def test_importing_the_package_and_validating_a_spec_starts_no_node() -> None:
     code = (
         "import sys\n"
         "import eks_inference\n"
-        "from eks_inference.spec.platform import PlatformSpec\n"
+        "from eks_inference.specification.platform import PlatformSpec\n"
         "from eks_inference.observability.signals import signals_of\n"
         f"platform = PlatformSpec.from_yaml({str(PACKAGE.parent / 'deployments.yaml')!r})\n"
         "for spec in platform.deployments:\n"

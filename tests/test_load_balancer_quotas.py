@@ -18,11 +18,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from eks_inference.charts.endpoint import ingress
+from eks_inference.charts.ingress import ingress
 from eks_inference.charts.render import split_chart
-from eks_inference.spec.cloudformation_limits import MAX_OUTPUTS
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.routes import MAX_LISTENER_RULES, MAX_TARGET_GROUPS
+from eks_inference.specification.cloudformation_limits import MAX_OUTPUTS
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.routes import MAX_LISTENER_RULES, MAX_TARGET_GROUPS
 from tests.charts.conftest import CONTEXT
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "triton-canary.yaml"

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from eks_inference.spec.loader_rules import mountpoint_cache_gib, nvme_cache_budget_gib
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.weights_rules import mountpoint_cache_gib, nvme_cache_budget_gib
 from tests.cli.test_bad_spec_files import assert_bad_input, run_cli
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eks_inference import metrics, versions
-from eks_inference.charts.engines.rayservice import serve_replica_deployment
+from eks_inference.engines.rayservice.engine import serve_replica_deployment
 from eks_inference.metrics import (
     KNOWN_SERIES,
     REMOVED_VLLM_METRICS,
@@ -21,7 +21,7 @@ from eks_inference.metrics import (
     unknown_metrics,
 )
 from eks_inference.observability.signals import signals_of
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 
 REPO = Path(__file__).resolve().parents[1]
 

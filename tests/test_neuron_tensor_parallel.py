@@ -17,12 +17,11 @@ import yaml
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from eks_inference import sizing
-from eks_inference.catalog import GIB, INSTANCE_TYPES, MODELS, ModelArchitecture
+from eks_inference.catalog import GIB, INSTANCE_TYPES, MODELS, ModelArchitecture, sizing
 from eks_inference.cli.main import app
 from eks_inference.ops import plan
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
 
 INF2 = INSTANCE_TYPES["inf2.48xlarge"]
 LLAMA_70B = MODELS["llama-3.1-70b"].architecture

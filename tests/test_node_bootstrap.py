@@ -10,13 +10,12 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from eks_inference import sizing
-from eks_inference.catalog import INSTANCE_TYPES, Accelerator
+from eks_inference.catalog import INSTANCE_TYPES, Accelerator, sizing
 from eks_inference.catalog.node_hardware import node_hardware
-from eks_inference.node_bootstrap import mime_user_data, node_config
-from eks_inference.numa import TOPOLOGY_POLICIES, family_policy, pool_policy
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.charts.node_bootstrap import mime_user_data, node_config
+from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.numa import TOPOLOGY_POLICIES, family_policy, pool_policy
+from eks_inference.specification.platform import PlatformSpec
 from tests.cli.test_bad_spec_files import assert_bad_input, run_cli
 
 REPO = Path(__file__).resolve().parents[1]

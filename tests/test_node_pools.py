@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from eks_inference.names import NODE_POOL_LABEL
-from eks_inference.spec.node_pools import NodePool
+from eks_inference.specification.node_pools import NodePool
 
 
 def test_neuron_pool() -> None:

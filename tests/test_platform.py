@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 
 REFERENCE = Path(__file__).parent.parent / "deployments.yaml"
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from eks_inference import versions
 from eks_inference.cli.main import app as cli
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM
 
 
@@ -79,7 +79,7 @@ def test_five_hundred_karpenter_pools_are_refused_by_template_size() -> None:
 
 
 def test_the_parent_grows_by_the_terms_of_its_constructs() -> None:
-    from eks_inference.spec import cloudformation_limits as limits
+    from eks_inference.specification import cloudformation_limits as limits
 
     platform = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
 
@@ -108,7 +108,7 @@ def test_the_parent_grows_by_the_terms_of_its_constructs() -> None:
 
 def test_mountpoint_grants_overflow_into_managed_policies_as_cdk_packs_them() -> None:
     """Prefixes of the scale benchmark's shape: about 30 fit beside the inline policy."""
-    from eks_inference.spec import cloudformation_limits as limits
+    from eks_inference.specification import cloudformation_limits as limits
 
     prefixes = [f"models/m{i:03d}-llama-3-8b/" for i in range(200)]
     counts = [limits.mountpoint_overflow_policies(prefixes[:n]) for n in (0, 20, 40, 200)]

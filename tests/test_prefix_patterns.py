@@ -24,7 +24,7 @@ from eks_inference.cli.main import app as cli_app
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.s3uri import parse_prefix_uri
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 
 REFERENCE = Path(__file__).parent.parent / "deployments.yaml"
 # '*' and '?' are IAM wildcards, '${...}' a policy variable.

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eks_inference import sizing
-from eks_inference.catalog import INSTANCE_TYPES, MODELS
+from eks_inference.catalog import INSTANCE_TYPES, MODELS, sizing
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 # Explicit architecture whose KV heads (12) TP 8 neither divides nor is a multiple of.
 _ODD_KV_MODEL = {

@@ -18,15 +18,15 @@ from types import ModuleType
 import pytest
 import yaml
 
-from eks_inference.spec import files as spec_file
-from eks_inference.spec.files import (
+from eks_inference.specification import files as spec_file
+from eks_inference.specification.files import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_INTEGER,
     MAX_NODES,
     SpecFileError,
 )
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 
 REFERENCE = Path(__file__).parent.parent / "deployments.yaml"
 REFERENCE_TEXT = REFERENCE.read_text()

@@ -10,9 +10,9 @@ import yaml
 from pydantic import ValidationError
 
 from eks_inference.catalog import INSTANCE_TYPES
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.validation import shorten
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.validation import shorten
 
 REFERENCE = Path(__file__).parent.parent / "deployments.yaml"
 

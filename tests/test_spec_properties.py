@@ -18,12 +18,11 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from ray.serve.schema import ServeDeploySchema
 
-from eks_inference import sizing
-from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
+from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator, sizing
 from eks_inference.charts.render import render_platform
-from eks_inference.numa import numa_span
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.numa import numa_span
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
 from tests.charts.helpers import (

@@ -15,13 +15,12 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from eks_inference import sizing
-from eks_inference.artifacts import override_neuron_config
-from eks_inference.catalog import INSTANCE_TYPES, MODELS
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.neuron_overrides import ALLOWED_KEYS
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.catalog import INSTANCE_TYPES, MODELS, sizing
+from eks_inference.specification.artifacts import override_neuron_config
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.neuron_overrides import ALLOWED_KEYS
+from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.platform import PlatformSpec
 
 REFERENCE = Path(__file__).parent.parent / "deployments.yaml"
 

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from eks_inference.charts.common import RenderContext
-from eks_inference.charts.engines.base import serving_engine
-from eks_inference.charts.loading import loader_of
+from eks_inference.charts.serving import serving_engine
 from eks_inference.charts.vllm_server import VLLM_SERVE_COMMAND
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.specification.platform import PlatformSpec
 
 UPSTREAM = Path(__file__).resolve().parent / "upstream"
 SERVE_OPTIONS = UPSTREAM / "vllm-v0.29.0-serve-options.txt"

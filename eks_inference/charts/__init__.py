@@ -4,15 +4,16 @@ Nothing here imports aws-cdk: the CDK constructs apply these charts to a cluster
 :mod:`eks_inference.charts.render` writes them to ``k8s_manifests/``, both from the same code.
 
 - :mod:`~eks_inference.charts.deployment`: every chart of one deployment, in apply order.
-- :mod:`~eks_inference.charts.engines`: the engines, one module each, behind one interface.
-- :mod:`~eks_inference.charts.loading`: what a weights loader contributes to the servers.
+- :mod:`~eks_inference.engines`: the engines, one module each, behind one interface.
+- :mod:`~eks_inference.charts.weights_loaders`: what a weights loader contributes to the servers.
 - :mod:`~eks_inference.charts.pod`: the one pod builder; :mod:`~eks_inference.charts.contract`:
   the record of what each chart needs from the platform (:class:`PlatformNeeds`), which is all
   the constructs read.
 - One module per other chart: volumes, network policies, compile job, monitoring,
   autoscaling, endpoint, namespace, Karpenter.
 
-Every node selector and toleration comes from a :class:`~eks_inference.spec.platform.Placement`,
+Every node selector and toleration comes from a
+:class:`~eks_inference.specification.platform.Placement`,
 every name another object refers to from that object, and every image from
 :mod:`eks_inference.versions` or the render context. Only :mod:`~eks_inference.charts.chart`
 and the modules defining charts import cdk8s; the object builders are plain Python.

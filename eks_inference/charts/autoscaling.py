@@ -20,11 +20,11 @@ from eks_inference.charts.common import (
     object_labels,
 )
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.record import ChartRecord, deployment_chart
+from eks_inference.charts.serving import serving_engine
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.signals import SCRAPE_INTERVAL_SECONDS, Signals, signals_of
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 SCALEDOBJECT_CRD = "scaledobjects.keda.sh"

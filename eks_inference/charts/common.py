@@ -1,7 +1,8 @@
 """What every chart of a deployment shares: the render context, names, labels, paths and budgets.
 
-Charts receive a validated :class:`~eks_inference.spec.deployment.ModelDeploymentSpec`, a
-:class:`~eks_inference.spec.platform.Placement` and a :class:`RenderContext`. Values that come from
+Charts receive a validated :class:`~eks_inference.specification.deployment.ModelDeploymentSpec`, a
+:class:`~eks_inference.specification.platform.Placement` and a :class:`RenderContext`. Values that
+come from
 outside the spec (the bucket, the region, the registry of an image the CDK app builds) arrive
 in the context as strings that may be unresolved CDK tokens, so charts only ever embed them
 in larger strings, never parse, hash or compare them.
@@ -18,17 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from eks_inference import artifacts
 from eks_inference.charts.contract import SecretNeed
-from eks_inference.charts.yaml_text import WIDTH, block_yaml, scalar_tag
 from eks_inference.names import API_KEY_SECRET, API_KEY_SECRET_KEY, INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.names import COMPONENT_LABEL as COMPONENT_LABEL
 from eks_inference.names import INSTANCE_LABEL as INSTANCE_LABEL
+from eks_inference.output.yaml_text import WIDTH, block_yaml, scalar_tag
 from eks_inference.serve.api_key_auth import API_KEY_ENV as API_KEY_ENV
 from eks_inference.serve.api_key_auth import HEALTH_PATH as HEALTH_PATH
 from eks_inference.serve.api_key_auth import METRICS_PATH as METRICS_PATH
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.routes import Route
+from eks_inference.specification import artifacts
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.routes import Route
 
 # The OpenAI-compatible port of vLLM and of Ray Serve's HTTP proxy alike, so a client's URL
 # differs between engines only in the Service name.
@@ -243,7 +244,8 @@ def compiled_artifacts_path(spec: ModelDeploymentSpec) -> str:
     """``NEURON_COMPILED_ARTIFACTS`` for a Neuron pod of ``spec``.
 
     With compiled artifacts, the artifacts volume mounts exactly the deployment's key
-    (:func:`eks_inference.artifacts.artifact_prefix`) at :data:`ARTIFACTS_MOUNT_PATH`, so the
+    (:func:`eks_inference.specification.artifacts.artifact_prefix`) at :data:`ARTIFACTS_MOUNT_PATH`,
+    so the
     Mountpoint driver reads that key and nothing else of the artifacts tree. Without them
     (compiling at start-up, development only), a scratch directory.
     """
@@ -263,7 +265,8 @@ def compile_job_name(spec: ModelDeploymentSpec) -> str:
     """Name of the Job compiling ``spec``'s artifacts: ``<deployment>-compile-<key hash>``.
 
     Jobs are immutable, so the name carries a short hash of the artifact key
-    (:func:`eks_inference.artifacts.artifact_prefix`): a change of shape is a new Job (and a
+    (:func:`eks_inference.specification.artifacts.artifact_prefix`): a change of shape is a new Job
+    (and a
     new key), while re-applying an unchanged deployment is a no-op. At most 40 + 17
     characters, within the 63 that the Job controller's ``job-name`` pod label allows.
     """
@@ -279,7 +282,7 @@ def completion_marker_path(spec: ModelDeploymentSpec) -> str:
     """Where the completion marker of ``spec``'s artifacts appears inside a serving pod.
 
     The artifacts volume mounts the artifact key at :data:`ARTIFACTS_MOUNT_PATH`, so the
-    marker key (:func:`eks_inference.artifacts.completion_marker_key`) is this file.
+    marker key (:func:`eks_inference.specification.artifacts.completion_marker_key`) is this file.
     """
     return f"{compiled_artifacts_path(spec)}/{artifacts.COMPLETION_MARKER_NAME}"
 
@@ -368,7 +371,7 @@ def dump_yaml(documents: list[Any]) -> str:
     """Documents as one YAML stream, keys in the order given, deterministic for equal input.
 
     The text is :func:`libyaml_yaml`'s, byte for byte: written straight from the data by
-    :func:`~eks_inference.charts.yaml_text.block_yaml` where it can, by libyaml otherwise.
+    :func:`~eks_inference.output.yaml_text.block_yaml` where it can, by libyaml otherwise.
     """
     text = block_yaml(documents)
     return libyaml_yaml(documents) if text is None else text

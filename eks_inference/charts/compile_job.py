@@ -8,13 +8,14 @@ serving pod runs (same image, same flags from
 :func:`~eks_inference.charts.vllm_server.server_environment`, same read-only weights volume)
 with ``NEURON_COMPILED_ARTIFACTS`` pointed at an empty local directory, so the artifacts it
 produces are the ones a server of the same spec would have compiled, and uploads them to the
-artifact key (:func:`~eks_inference.artifacts.artifact_prefix`) serving reads.
+artifact key (:func:`~eks_inference.specification.artifacts.artifact_prefix`) serving reads.
 
 Why the compile goes to local disk first: Mountpoint for S3 supports neither renames nor random
 writes, both of which the compiler and ``torch.save`` rely on, and a compile that wrote
 straight into the bucket would expose a half-written set to every server mounting it. The
 upload is a separate step and the completion marker
-(:func:`~eks_inference.artifacts.completion_marker_key`) is written last, only after every
+(:func:`~eks_inference.specification.artifacts.completion_marker_key`) is written last, only after
+every
 artifact is in the bucket: serving pods (their init container) and ``eks-inference preflight``
 treat the marker as "the set is complete", so a failed or partial compile is never loaded.
 """
@@ -23,8 +24,9 @@ from __future__ import annotations
 
 import math
 
-from eks_inference import names, sizing
-from eks_inference.artifacts import artifact_prefix, completion_marker_key
+from eks_inference import names
+from eks_inference.catalog import sizing
+from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod, vllm_server
 from eks_inference.charts.common import (
     ARTIFACTS_MOUNT_PATH,
@@ -51,16 +53,16 @@ from eks_inference.charts.vllm_server import (
     server_environment,
     shared_memory_mib,
 )
-from eks_inference.load_budget import (
+from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.specification.artifacts import artifact_prefix, completion_marker_key
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import Placement
+from eks_inference.specification.startup_budget import (
     NODE_AND_IMAGE_SECONDS,
     compile_seconds,
     model_load_seconds,
     weights_gib,
 )
-from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.sizing import pod_resources
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import Placement
 from eks_inference.versions import AWS_CLI_IMAGE, NEURON_VLLM_IMAGE
 
 COMPILE_CONTAINER = "compile"

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from eks_inference.artifacts import artifact_prefix
 from eks_inference.charts.autoscaling import autoscaling_chart
 from eks_inference.charts.common import (
     ARTIFACTS_ROLE,
@@ -23,9 +22,7 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.compile_job import compile_job_chart
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.endpoint import endpoint_chart
-from eks_inference.charts.engines.base import serving_engine
-from eks_inference.charts.loading import loader_of
+from eks_inference.charts.ingress import endpoint_chart
 from eks_inference.charts.lustre import LustreVolume, lustre_volume_chart
 from eks_inference.charts.monitoring import monitoring_chart
 from eks_inference.charts.mountpoint import (
@@ -35,10 +32,13 @@ from eks_inference.charts.mountpoint import (
 )
 from eks_inference.charts.network_policy import network_policy_chart
 from eks_inference.charts.record import ChartRecord, deployment_chart
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.loader_rules import mountpoint_cache_gib
-from eks_inference.spec.platform import Placement
-from eks_inference.spec.routes import Route
+from eks_inference.charts.serving import serving_engine
+from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.specification.artifacts import artifact_prefix
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import Placement
+from eks_inference.specification.routes import Route
+from eks_inference.specification.weights_rules import mountpoint_cache_gib
 
 # Compiled artifacts appear under their key when a compile job finishes, possibly after a
 # serving pod first looked for them: a one-minute metadata TTL lets a waiting pod see them,
@@ -90,13 +90,13 @@ def deployment_charts(
       (:func:`~eks_inference.charts.network_policy.network_policy_chart`) in the namespace
       that denies all others.
     - ``<name>-model-weights``: the volume of the weights, when the loader mounts one
-      (:func:`~eks_inference.charts.loading.loader_of`): the Mountpoint volume of the
+      (:func:`~eks_inference.charts.weights_loaders.loader_of`): the Mountpoint volume of the
       prefix, or the FSx for Lustre volume of the deployment's file system (from
       ``context.file_systems``).
     - ``<name>-neuron-artifacts``: on Inferentia2 with a compiled-artifacts prefix, the
       Mountpoint volume of exactly the deployment's artifact key.
     - ``<name>-<component>``: the model server, as its engine renders it
-      (:meth:`~eks_inference.charts.engines.base.ServingEngine.server`).
+      (:meth:`~eks_inference.charts.serving.ServingEngine.server`).
 
     The server chart is applied after the policy and volume charts (its ``after``), so its
     pods start with their flows allowed and their claims bound; the namespace
@@ -227,7 +227,7 @@ def observability_charts(rendered: RenderedDeployment) -> list[ChartRecord]:
 def endpoint_charts(rendered: RenderedDeployment) -> list[ChartRecord]:
     """The deployment's Ingress on the platform's load balancer, or nothing if not exposed.
 
-    ``<name>-endpoint`` (:func:`~eks_inference.charts.endpoint.endpoint_chart`), after the
+    ``<name>-endpoint`` (:func:`~eks_inference.charts.ingress.endpoint_chart`), after the
     model server it routes to, for the route the server was rendered with. The Ingress takes
     the rendering's :class:`RenderContext`, so one ``vpc_cidr`` is both the network the
     policies admit the load balancer from and, without ``source_cidrs``, the network the load

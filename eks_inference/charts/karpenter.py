@@ -2,7 +2,8 @@
 
 With ``node_provisioning: karpenter`` every pool but the system pool is a Karpenter NodePool
 (the system pool is a managed node group that runs Karpenter; its growth beyond ``min_size``
-is a NodePool too, see :class:`~eks_inference.spec.node_pools.KarpenterPool`). Each NodePool and
+is a NodePool too, see :class:`~eks_inference.specification.node_pools.KarpenterPool`). Each
+NodePool and
 its EC2NodeClass are built from the same spec as a managed node group, so its nodes carry the
 labels the pods select and the taints they tolerate, boot the same AMI family with the same
 encrypted gp3 root volume and IMDSv2 hop limit, and count against a limit derived from
@@ -11,7 +12,7 @@ encrypted gp3 root volume and IMDSv2 hop limit, and count against a limit derive
 * **AMI**: the ``al2023@<release>`` alias pinned in :mod:`eks_inference.versions`; it
   resolves the standard, NVIDIA or Neuron variant of that release by instance type, so GPU
   and Inferentia2 nodes get their drivers; never ``@latest``.
-* **Node bootstrap** (:mod:`eks_inference.node_bootstrap`): ``instanceStorePolicy: RAID0``
+* **Node bootstrap** (:mod:`eks_inference.charts.node_bootstrap`): ``instanceStorePolicy: RAID0``
   where the instance has an NVMe instance store, and on accelerator pools a NodeConfig in
   ``userData`` setting the kubelet's static CPU manager and topology manager (the
   EC2NodeClass's own ``kubelet`` block has no such fields); Karpenter merges it with its own.
@@ -43,6 +44,12 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.compile_job import active_deadline_seconds
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.node_bootstrap import (
+    LOCAL_STORAGE_STRATEGY,
+    formats_instance_store,
+    node_config,
+    node_config_yaml,
+)
 from eks_inference.charts.record import ChartRecord
 from eks_inference.charts.scheduling import (
     INSTANCE_TYPE_LABEL,
@@ -50,28 +57,26 @@ from eks_inference.charts.scheduling import (
     Taint,
     managed_offer,
 )
-from eks_inference.load_budget import NODE_AND_IMAGE_SECONDS, model_load_seconds, rollout_seconds
 from eks_inference.names import (
     KARPENTER_DISCOVERY_TAG,
     NODE_POOL_LABEL,
     ZONE_TAG,
     karpenter_node_role_name,
 )
-from eks_inference.node_bootstrap import (
-    LOCAL_STORAGE_STRATEGY,
-    formats_instance_store,
-    node_config,
-    node_config_yaml,
-)
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.node_pools import (
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.node_pools import (
     IMDS_HOP_LIMIT,
     ROOT_DEVICE,
     KarpenterPool,
     NodePool,
     karpenter_pools,
 )
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.startup_budget import (
+    NODE_AND_IMAGE_SECONDS,
+    model_load_seconds,
+    rollout_seconds,
+)
 from eks_inference.versions import EKS_AL2023_AMI_RELEASE
 
 NODE_POOL_API_VERSION = "karpenter.sh/v1"

@@ -18,7 +18,8 @@ The KnativeServing, and why each setting:
   those fields otherwise (``pkg/apis/config/features.go``, all Disabled by default).
 - **autoscaler**: scale to zero allowed, and an initial scale of zero allowed (the spec's
   ``scaling.serverless.initial_replicas``).
-- **defaults**: a revision may last :data:`~eks_inference.spec.serverless.MAX_REQUEST_TIMEOUT_S`
+- **defaults**: a revision may last
+  :data:`~eks_inference.engines.kserve.options.MAX_REQUEST_TIMEOUT_S`
   (the load balancer's longest idle timeout, 600 s by default): a cold first request waits
   minutes.
 - **observability**: the control plane and the queue-proxies export Prometheus metrics
@@ -35,9 +36,9 @@ from typing import Any
 
 from eks_inference import names, versions
 from eks_inference.charts.common import PART_OF, api_object, metadata
+from eks_inference.engines.kserve.options import MAX_REQUEST_TIMEOUT_S
 from eks_inference.observability.signals import DEPLOYMENT_LABEL, SCRAPE_INTERVAL_SECONDS, seconds
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.serverless import MAX_REQUEST_TIMEOUT_S
+from eks_inference.specification.node_pools import NodePool
 
 KNATIVE_OPERATOR_API_VERSION = "operator.knative.dev/v1beta1"
 KNATIVE_SERVING_CRD = "knativeservings.operator.knative.dev"

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 
 from eks_inference.charts import pod
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.versions import LMCACHE_VLLM_IMAGE, VLLM_GPU_IMAGE
 
 LMCACHE_CONNECTOR = "LMCacheConnectorV1"

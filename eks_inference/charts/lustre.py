@@ -17,7 +17,7 @@ from eks_inference.charts.common import LustreMount, api_object, metadata, objec
 from eks_inference.charts.contract import LustreVolumeNeed, PlatformNeeds
 from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 CSI_DRIVER = "fsx.csi.aws.com"
 

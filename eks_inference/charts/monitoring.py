@@ -1,7 +1,7 @@
 """What the metrics stack needs of each deployment: PodMonitors, alert rules and a dashboard.
 
 Monitors are built from the same names as the pods they scrape, as the deployment's engine
-gives them (:meth:`~eks_inference.charts.engines.base.ServingEngine.metrics_targets`): the
+gives them (:meth:`~eks_inference.charts.serving.ServingEngine.metrics_targets`): the
 selector is the pods' instance and component labels, the port is the named port the pod
 template declares (vLLM's ``http`` port serves ``/metrics``; every Ray node exports on
 KubeRay's ``metrics`` port), and every series gets the deployment's name as
@@ -30,9 +30,8 @@ from eks_inference.charts.common import (
     object_labels,
 )
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.engines.base import serving_engine
-from eks_inference.charts.json_text import indented_json
 from eks_inference.charts.record import ChartRecord, deployment_chart
+from eks_inference.charts.serving import serving_engine
 from eks_inference.metrics import require_known
 from eks_inference.names import INFERENCE_NAMESPACE, MONITORING_NAMESPACE
 from eks_inference.observability import dashboards
@@ -44,8 +43,9 @@ from eks_inference.observability.signals import (
     seconds,
     signals_of,
 )
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.node_pools import NodePool
+from eks_inference.output.json_text import indented_json
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.node_pools import NodePool
 from eks_inference.versions import NEURON_MONITOR_IMAGE
 
 MONITORING_API_VERSION = "monitoring.coreos.com/v1"

@@ -22,8 +22,8 @@ from eks_inference.charts.common import (
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds
 from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.loader_rules import ebs_cache_gib
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.weights_rules import ebs_cache_gib
 
 CSI_DRIVER = "s3.csi.aws.com"
 # Mountpoint ignores capacity, but the API requires one and a claim binds only to a volume at
@@ -33,8 +33,8 @@ _NOMINAL_CAPACITY = "1Ti"
 
 def cache_size_gib(object_set_gib: float) -> int:
     """Local cache size on a root volume for a volume whose objects total ``object_set_gib``
-    (:func:`~eks_inference.spec.loader_rules.ebs_cache_gib`; on NVMe see
-    :func:`~eks_inference.spec.loader_rules.mountpoint_cache_gib`)."""
+    (:func:`~eks_inference.specification.weights_rules.ebs_cache_gib`; on NVMe see
+    :func:`~eks_inference.specification.weights_rules.mountpoint_cache_gib`)."""
     return ebs_cache_gib(object_set_gib)
 
 

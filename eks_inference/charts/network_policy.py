@@ -5,7 +5,7 @@ The ``inference`` namespace denies every pod all ingress and egress
 :func:`network_policy_chart` allows exactly its own flows back. Without them, any pod of any
 namespace could reach a Ray head's dashboard (port 8265), whose job API runs code in a pod
 that holds the API key and a service-account token. Ray token authentication
-(``authOptions``, :mod:`eks_inference.charts.engines.rayservice`) guards that API too; the policies
+(``authOptions``, :mod:`eks_inference.engines.rayservice.engine`) guards that API too; the policies
 keep it unreachable even so.
 
 The VPC CNI's network policy agent enforces them (the cluster enables it on the managed
@@ -19,12 +19,12 @@ from __future__ import annotations
 from eks_inference import names
 from eks_inference.charts.common import OPENAI_PORT, PART_OF, RenderContext, object_labels
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.network_rules import components, peer, policy, ports, rule
 from eks_inference.charts.pod import Json
 from eks_inference.charts.record import ChartRecord, deployment_chart
+from eks_inference.charts.serving import serving_engine
 from eks_inference.names import INFERENCE_NAMESPACE, INSTANCE_LABEL
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 ROLE = "network-policy"
 DEFAULT_DENY_POLICY = "default-deny"
@@ -73,7 +73,7 @@ def network_policy_chart(spec: ModelDeploymentSpec, context: RenderContext) -> C
       clients of the deployment's Service). Nothing outside the VPC reaches it.
     - ``-metrics``: Prometheus (kube-prometheus-stack's pods in ``monitoring``) reaches the
       ports the PodMonitors scrape, by name: vLLM's ``http``, every Ray node's ``metrics``.
-    - the engine's own flows (:meth:`~eks_inference.charts.engines.base.ServingEngine.
+    - the engine's own flows (:meth:`~eks_inference.charts.serving.ServingEngine.
       network_policies`): for Ray Serve, the KubeRay operator to the head and the Ray pods
       among themselves.
     - ``-egress``: every pod of the deployment (the compile job's included) reaches DNS

@@ -2,7 +2,7 @@
 
 Plain JSON, no cdk8s, shared by the deployment's policy chart
 (:mod:`eks_inference.charts.network_policy`) and the engines that allow flows of their own
-(:meth:`~eks_inference.charts.engines.base.ServingEngine.network_policies`).
+(:meth:`~eks_inference.charts.serving.ServingEngine.network_policies`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from eks_inference.charts.common import api_object, metadata
 from eks_inference.charts.pod import Json
 from eks_inference.names import COMPONENT_LABEL, INSTANCE_LABEL
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 NETWORK_POLICY_API_VERSION = "networking.k8s.io/v1"
 # The label Kubernetes gives every namespace, valued with its name (immutable).

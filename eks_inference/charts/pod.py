@@ -23,8 +23,8 @@ from eks_inference.charts.common import (
     artifacts_gate_command,
 )
 from eks_inference.charts.contract import PodNeed, Toleration
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.node_pools import NodePool
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.node_pools import NodePool
 
 Json = dict[str, Any]
 """A Kubernetes object or part of one, as the API's JSON."""

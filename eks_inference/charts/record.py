@@ -18,7 +18,7 @@ from typing import Any
 
 from eks_inference.charts.common import chart_id, check_object_size
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ completion marker.
 
 The writer owns only the files it wrote, listed in a marker file in the directory: a
 deployment removed from the platform loses its folder, and every other file (the capacity plan
-``PLAN.md``, a ``.git``) is left alone; see :mod:`eks_inference.charts.output_dir`.
+``PLAN.md``, a ``.git``) is left alone; see :mod:`eks_inference.output.directory`.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from eks_inference.charts.deployment import (
     needs_of,
     observability_charts,
 )
-from eks_inference.charts.endpoint import api_key_chart
+from eks_inference.charts.ingress import api_key_chart
 from eks_inference.charts.karpenter import (
     karpenter_offers,
     platform_karpenter_chart,
@@ -64,14 +64,14 @@ from eks_inference.charts.karpenter import (
 )
 from eks_inference.charts.monitoring import exporters_chart, neuron_pools
 from eks_inference.charts.namespace import namespace_chart
-from eks_inference.charts.output_dir import replace_owned_files
 from eks_inference.charts.record import ChartRecord
 from eks_inference.charts.scheduling import check_schedulable
 from eks_inference.charts.traffic_split import traffic_split_chart
-from eks_inference.load_budget import weights_gib
-from eks_inference.spec.loading import lustre_capacity_gib
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.routes import api_key_secret_name
+from eks_inference.output.directory import replace_owned_files
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.routes import api_key_secret_name
+from eks_inference.specification.startup_budget import weights_gib
+from eks_inference.specification.weights import lustre_capacity_gib
 
 NAMESPACE_FILE = "namespace.yaml"
 # The Karpenter EC2NodeClasses and NodePools of a platform in Karpenter mode.
@@ -230,8 +230,8 @@ def write_manifests(
     files written.
 
     Only files the writer wrote are replaced or removed, and nothing changes unless every file
-    was rendered and written (:mod:`eks_inference.charts.output_dir`). A directory holding
-    other files is refused (:class:`~eks_inference.charts.output_dir.ForeignFilesError`)
+    was rendered and written (:mod:`eks_inference.output.directory`). A directory holding
+    other files is refused (:class:`~eks_inference.output.directory.ForeignFilesError`)
     unless ``allow_other_files``, which writes beside them without touching them; off by
     default so that a mistyped ``out_dir`` cannot mix the manifests into unrelated files.
     """

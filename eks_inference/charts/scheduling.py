@@ -35,9 +35,9 @@ from fractions import Fraction
 from eks_inference.catalog import GIB, INSTANCE_TYPES, InstanceType
 from eks_inference.charts.contract import PlatformNeeds, PodNeed, Toleration
 from eks_inference.names import NODE_POOL_LABEL
-from eks_inference.spec.node_pools import NodePool, extended_resources
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.validation import Problems
+from eks_inference.specification.node_pools import NodePool, extended_resources
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.validation import Problems
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # Karpenter's default share of memory kept back for the hypervisor (--vm-memory-overhead-percent),

@@ -27,7 +27,7 @@ from importlib import resources
 
 from eks_inference.charts import pod
 from eks_inference.charts.common import api_object, metadata
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 SHIPPED_PATH = "/opt/eks-inference/serve"
 # The top-level package the Ray pods import the shipped tree as: a name of the project's own, so

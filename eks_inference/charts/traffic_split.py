@@ -1,6 +1,7 @@
 """Traffic splits: one Ingress per split, whose rule forwards to several deployments by weight.
 
-A split (``endpoint.splits``, :class:`~eks_inference.spec.endpoints.TrafficSplit`) is one more
+A split (``endpoint.splits``, :class:`~eks_inference.specification.endpoints.TrafficSplit`) is one
+more
 listener rule on the platform's load balancer. Its Ingress joins the same IngressGroup with
 the same load-balancer settings as every deployment's (:func:`load_balancer_annotations`),
 and routes one path, the split's OpenAI API (``<path>/v1`` and below), to an action of the
@@ -27,17 +28,17 @@ from typing import Any
 
 from eks_inference.charts.common import OPENAI_PORT, PART_OF, api_object, metadata
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.endpoint import (
+from eks_inference.charts.ingress import (
     ALB_ANNOTATION_PREFIX,
     load_balancer_annotations,
     strip_prefix_transform,
     target_annotations,
 )
-from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.record import ChartRecord
+from eks_inference.charts.serving import serving_engine
 from eks_inference.names import ALB_INGRESS_CLASS, COMPONENT_LABEL, INFERENCE_NAMESPACE
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.routes import SplitRoute
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.routes import SplitRoute
 
 SPLIT_ROLE = "traffic-split"
 # The controller's marker for a backend that is an action of the annotations.

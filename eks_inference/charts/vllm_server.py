@@ -1,9 +1,9 @@
 """The vLLM OpenAI server as every engine and job that runs it is told to: flags, environment,
 writable directories.
 
-Standalone vLLM (:mod:`eks_inference.charts.engines.vllm`) serves with these, the Neuron
+Standalone vLLM (:mod:`eks_inference.engines.vllm.engine`) serves with these, the Neuron
 compile job (:mod:`eks_inference.charts.compile_job`) compiles with the very same, and Ray
-Serve's engine arguments (:mod:`eks_inference.charts.engines.ray_serve_config`) follow them.
+Serve's engine arguments (:mod:`eks_inference.engines.rayservice.serve_config`) follow them.
 Pure functions, no cdk8s, so that what a model server is told can be read and tested on its
 own.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from eks_inference.artifacts import override_neuron_config
 from eks_inference.charts import kv_offload
 from eks_inference.charts.common import (
     OPENAI_PORT,
@@ -21,8 +20,9 @@ from eks_inference.charts.common import (
     compiled_artifacts_path,
     memory_share_mib,
 )
-from eks_inference.charts.loading import loader_of
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.specification.artifacts import override_neuron_config
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 # The OpenAI server's supported entry point (0.16 on Neuron, 0.29 on GPUs); the model is its
 # positional argument, since `--model` is deprecated there.
@@ -58,7 +58,8 @@ def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str
     """Arguments of ``vllm serve`` (:data:`VLLM_SERVE_COMMAND`) for ``spec``.
 
     The first, positional, is the model as the weights loader gives it
-    (:func:`~eks_inference.charts.loading.loader_of`): read from ``s3://<bucket>/<prefix>`` by
+    (:func:`~eks_inference.charts.weights_loaders.loader_of`): read from ``s3://<bucket>/<prefix>``
+    by
     the Run:ai streamer, or from the Mountpoint volume at ``/mnt/model``; clients name it by
     its Hugging Face id. The loader's own flags follow the engine's, then LMCache's with
     ``kv_cache`` (:mod:`eks_inference.charts.kv_offload`).

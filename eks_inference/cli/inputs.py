@@ -15,15 +15,15 @@ from eks_inference.catalog import (
     by_size,
 )
 from eks_inference.ops.errors import BadInput, summarize_validation_error
-from eks_inference.spec.files import SpecFileError
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.validation import UNRELATED_MAPPING_ERROR_TYPE, required_fields
+from eks_inference.specification.files import SpecFileError
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.validation import UNRELATED_MAPPING_ERROR_TYPE, required_fields
 
 
 def load_platform(path: Path) -> PlatformSpec:
     """Read and validate a platform file; every failure is one line naming the file.
 
-    The file is read within the bounds of :mod:`eks_inference.spec.files` (a regular file;
+    The file is read within the bounds of :mod:`eks_inference.specification.files` (a regular file;
     size, nesting, alias expansion, integers, tags, duplicate keys), so no input ends in a
     traceback or a hang. A file that holds something else than a platform (a list, text, a
     system file, another tool's YAML) is said to be one, rather than listed key by key.

@@ -12,7 +12,7 @@ from eks_inference.cli import inputs
 from eks_inference.cli.options import DEFAULT_PLATFORM, PlatformOption
 from eks_inference.ops.errors import BadInput, CommandFailed, summarize_validation_error
 from eks_inference.ops.text import printable
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 
 # The option that consents to writing beside files the writer did not write.
 ALLOW_OTHER_FILES_OPTION = "--allow-other-files"
@@ -29,8 +29,8 @@ def write(
     :mod:`eks_inference.charts.render`).
     """
     from eks_inference.charts.common import MissingFileSystemError
-    from eks_inference.charts.output_dir import ForeignFilesError, OutputDirError
     from eks_inference.charts.render import write_manifests
+    from eks_inference.output.directory import ForeignFilesError, OutputDirError
 
     # The messages quote names from the file system, where a newline is a legal character:
     # escaped, so that the error stays one line.

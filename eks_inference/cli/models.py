@@ -1,7 +1,7 @@
 """``models``: ask a deployed endpoint which models it serves, and print them.
 
 The request (bounded in time and size, the key redacted from whatever comes back) is
-:mod:`eks_inference.ops.endpoint`; this module reads the options and prints the answer.
+:mod:`eks_inference.ops.served_models`; this module reads the options and prints the answer.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def models(
     from dataclasses import asdict
 
     from eks_inference.cli.models_render import models_table
-    from eks_inference.ops import endpoint
+    from eks_inference.ops import served_models as endpoint
 
     target = endpoint.models_endpoint(url)
     key = None if no_api_key else endpoint.api_key_from(api_key_env)

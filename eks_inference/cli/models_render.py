@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from eks_inference.ops.endpoint import Endpoint, ServedModel
+from eks_inference.ops.served_models import Endpoint, ServedModel
 
 
 def models_table(endpoint: Endpoint, models: list[ServedModel]) -> Table:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from eks_inference import sizing
+from eks_inference.catalog import sizing
 from eks_inference.cli import console, inputs, plan_cells
 from eks_inference.cli.options import DEFAULT_PLATFORM, PlatformOption
 from eks_inference.cli.output import emit
 from eks_inference.ops.errors import BadInput, CommandFailed
-from eks_inference.spec.deployment import Limits
+from eks_inference.specification.deployment import Limits
 
 if TYPE_CHECKING:
     from eks_inference.ops.plan import PlatformPlan

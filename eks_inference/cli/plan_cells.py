@@ -159,7 +159,7 @@ COLD_START_NOTE = (
     "Cold start of one replica on a new node, per loader its engine supports on its "
     "instance: catalog figures anchored on the EKS best practices guide (Run:ai streamer "
     "10.4 GB in 5.0 s on g6e.4xlarge, an 8.8 GB image in 48 s, NVMe ~30 GB/s, EBS ~1 GB/s, "
-    "node ready ~30 s) and estimates (eks_inference/catalog/cold_start.py); `plan --json` "
+    "node ready ~30 s) and estimates (eks_inference/catalog/cold_start_figures.py); `plan --json` "
     "gives each phase's basis and source. The probes, do-not-disrupt durations and alerts "
     "allow at least three times the weights and engine phases."
 )

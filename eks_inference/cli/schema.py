@@ -20,8 +20,8 @@ def schema(
     ] = SchemaKind.DEPLOYMENT,
 ) -> None:
     """Print the JSON Schema of a deployment spec or of a platform file, for editors and CI."""
-    from eks_inference.spec.deployment import ModelDeploymentSpec
-    from eks_inference.spec.platform import PlatformSpec
+    from eks_inference.specification.deployment import ModelDeploymentSpec
+    from eks_inference.specification.platform import PlatformSpec
 
     model = ModelDeploymentSpec if kind is SchemaKind.DEPLOYMENT else PlatformSpec
     typer.echo(json.dumps(model.model_json_schema(), indent=2))

@@ -36,8 +36,12 @@ from eks_inference.constructs._stacks import record_construct
 from eks_inference.constructs.eks_addon import EksAddon
 from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE, VPC_CIDR
-from eks_inference.spec.node_pools import NodePool, managed_node_group_problems, system_pool_of
-from eks_inference.spec.provisioning import NodeProvisioning
+from eks_inference.specification.node_pools import (
+    NodePool,
+    managed_node_group_problems,
+    system_pool_of,
+)
+from eks_inference.specification.provisioning import NodeProvisioning
 
 # The VPC CNI's policy is not among them: the CNI gets it through Pod Identity, so that no
 # pod on a node holds the permission to rewire the VPC's network interfaces.

@@ -2,7 +2,7 @@
 
 A Lustre file system lives in one subnet, so in one Availability Zone: the stack creates it in
 the zone of the deployment's node pool (the spec refuses a pool spanning more), sized from the
-model (:func:`~eks_inference.spec.loading.lustre_capacity_gib`), and links its ``/model``
+model (:func:`~eks_inference.specification.weights.lustre_capacity_gib`), and links its ``/model``
 directory to the deployment's prefix of the model bucket with a data repository association,
 which imports the objects' metadata at once and their contents on first read, and follows new,
 changed and deleted objects.
@@ -18,13 +18,13 @@ from constructs import Construct, IConstruct
 
 from eks_inference import versions
 from eks_inference.charts.common import LustreMount
-from eks_inference.charts.loading import LUSTRE_WEIGHTS_DIRECTORY
+from eks_inference.charts.weights_loaders import LUSTRE_WEIGHTS_DIRECTORY
 from eks_inference.constructs.cluster import InferenceCluster
 from eks_inference.constructs.model_bucket import ModelBucket
-from eks_inference.load_budget import weights_gib
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.loading import lustre_capacity_gib, lustre_throughput_per_tib
-from eks_inference.spec.platform import Placement
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import Placement
+from eks_inference.specification.startup_budget import weights_gib
+from eks_inference.specification.weights import lustre_capacity_gib, lustre_throughput_per_tib
 
 
 @cache

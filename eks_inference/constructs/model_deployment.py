@@ -1,7 +1,7 @@
 """``ModelDeployment``: one model served on the cluster, with exactly the S3 access it needs.
 
 The construct applies the charts of one
-:class:`~eks_inference.spec.deployment.ModelDeploymentSpec` (the
+:class:`~eks_inference.specification.deployment.ModelDeploymentSpec` (the
 same charts :mod:`eks_inference.charts.render` writes to ``k8s_manifests/``) to an
 :class:`~eks_inference.constructs.InferenceCluster` and gives the pods, and only them, read
 access to their own prefixes of the :class:`~eks_inference.constructs.ModelBucket`.
@@ -28,9 +28,9 @@ from eks_inference.charts.deployment import (
     needs_of,
     observability_charts,
 )
-from eks_inference.charts.engines.base import serving_engine
-from eks_inference.charts.loading import loader_of
 from eks_inference.charts.record import ChartRecord
+from eks_inference.charts.serving import serving_engine
+from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.constructs._stacks import (
     outermost_stack,
     record_construct,
@@ -46,9 +46,9 @@ from eks_inference.serve.image import (
     neuron_ray_build_args,
     neuron_ray_image_hash,
 )
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import Placement
-from eks_inference.spec.routes import Route
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import Placement
+from eks_inference.specification.routes import Route
 
 
 class NeuronRayImage(Construct):

@@ -1,4 +1,4 @@
-"""Managed node groups built from :class:`~eks_inference.spec.node_pools.NodePool` objects.
+"""Managed node groups built from :class:`~eks_inference.specification.node_pools.NodePool` objects.
 
 Everything a node group needs (AMI type, instance types, sizes, labels, taints, root volume
 and the Cluster Autoscaler's scale-from-zero hints) is read from the pool, so the nodes, the
@@ -14,13 +14,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from eks_inference.charts.node_bootstrap import mime_user_data, node_config
 from eks_inference.constructs._nag import (
     acknowledge,
     acknowledge_managed_policies,
     wildcard_resource_finding,
 )
-from eks_inference.node_bootstrap import mime_user_data, node_config
-from eks_inference.spec.node_pools import IMDS_HOP_LIMIT, ROOT_DEVICE, NodePool
+from eks_inference.specification.node_pools import IMDS_HOP_LIMIT, ROOT_DEVICE, NodePool
 
 CLUSTER_AUTOSCALER_TAG_PREFIX = "k8s.io/cluster-autoscaler"
 NODE_TEMPLATE_TAG_PREFIX = f"{CLUSTER_AUTOSCALER_TAG_PREFIX}/node-template"
@@ -74,7 +74,7 @@ class PoolNodegroup(Construct):
     (which also installs an old bundled Neuron device plugin on inf/trn instance types), with
     a launch template that gives the nodes an encrypted gp3 root volume sized by the pool,
     requires IMDSv2 with a hop limit of 1 (:data:`IMDS_HOP_LIMIT`) and, on accelerator pools,
-    carries the NodeConfig of :mod:`eks_inference.node_bootstrap` in its user data (the NVMe
+    carries the NodeConfig of :mod:`eks_inference.charts.node_bootstrap` in its user data (the NVMe
     instance store striped and mounted for pods, the static CPU manager and the family's
     topology manager policy; :attr:`node_config`), which EKS merges with its own. The pool's Cluster
     Autoscaler tags are set on the node group and copied onto its Auto Scaling group, which

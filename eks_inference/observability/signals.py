@@ -5,7 +5,7 @@ autoscaler (:mod:`eks_inference.charts.autoscaling`), the Grafana dashboards
 (:mod:`eks_inference.observability.dashboards`) and ``eks-inference plan`` all read
 :func:`signals_of`, so a threshold on a dashboard is the threshold an alert fires at and the
 plan prints. The metric names and the replica series are the engine's
-(:class:`~eks_inference.charts.engines.base.ServingEngine`); every query only names metrics
+(:class:`~eks_inference.charts.serving.ServingEngine`); every query only names metrics
 of :mod:`eks_inference.metrics` (checked when it is built).
 
 Series are selected by :data:`DEPLOYMENT_LABEL`, which the deployment's PodMonitors copy from
@@ -19,10 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from eks_inference import load_budget, metrics, names
-from eks_inference.charts.engines.base import DeploymentKind, serving_engine
+from eks_inference import metrics, names
+from eks_inference.charts.serving import DeploymentKind, serving_engine
 from eks_inference.metrics import Metric, require_known
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification import startup_budget as load_budget
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 # The target label the deployment's PodMonitors set from the pod's instance label; Ray Serve
 # metrics already carry `deployment` (the Serve deployment) and `application`, so it is not
@@ -192,7 +193,8 @@ def signals_of(spec: ModelDeploymentSpec) -> Signals:
     - **Replicas**: alert with none ready for five minutes; a RayService that scales to zero
       only when requests wait and none has come up within the rollout budget.
     - **Model load**: alert when a replica has loaded for longer than its budget
-      (:func:`eks_inference.load_budget.model_load_seconds`); for Ray Serve, when Serve's
+      (:func:`eks_inference.specification.startup_budget.model_load_seconds`); for Ray Serve, when
+      Serve's
       target replica count is not reached within the rollout budget (node, image, load).
     - **Scale-in**: only after load has stayed low for the rollout budget, longer than a model
       load: a replica removed and wanted back costs a node launch, a pull and a load.

@@ -9,7 +9,7 @@ calls these and prints what they return; tests call them directly. A failure is 
 * :mod:`~eks_inference.ops.upload`: putting weights or compiled artifacts under an S3 prefix
   (scan, hashing, lease, transfer, verification, deletion, manifest).
 * :mod:`~eks_inference.ops.preflight`: the account checks, one pass/fail row each.
-* :mod:`~eks_inference.ops.endpoint`: asking a deployed endpoint which models it serves.
+* :mod:`~eks_inference.ops.served_models`: asking a deployed endpoint which models it serves.
 * :mod:`~eks_inference.ops.aws`: AWS clients, their errors, and the timeouts and deadlines of
   every request; :mod:`~eks_inference.ops.s3uri`: ``s3://bucket/prefix/`` URIs.
 * :mod:`~eks_inference.ops.text`: message wording, and quoting text from outside safely;

@@ -1,6 +1,7 @@
 """``plan``: memory fit, decode throughput bound and cost, as plain data (no printing).
 
-The numbers come from :mod:`eks_inference.sizing`, the same code the spec validates with. The
+The numbers come from :mod:`eks_inference.catalog.sizing`, the same code the spec validates with.
+The
 throughput is a memory-bandwidth *bound* (one node, all replicas), not a benchmark: a measured
 rate, when given, replaces it in the cost per million tokens.
 """
@@ -12,23 +13,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from eks_inference import sizing
-from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType, ModelArchitecture
+from eks_inference.catalog import (
+    INSTANCE_TYPES,
+    Accelerator,
+    InstanceType,
+    ModelArchitecture,
+    sizing,
+)
 from eks_inference.catalog.spot_prices import SCARCE_SPOT_FAMILIES, SPOT_PRICES
-from eks_inference.cold_start import (
+from eks_inference.observability.signals import Watch, signals_of
+from eks_inference.ops.errors import BadInput
+from eks_inference.ops.scale_to_zero import DEFAULT_IDLE_HOURS, ScaleToZero, scale_to_zero
+from eks_inference.specification.cold_start import (
     ColdStart,
     Recommendation,
     cold_start,
     cold_starts,
     recommended_loader,
 )
-from eks_inference.observability.signals import Watch, signals_of
-from eks_inference.ops.errors import BadInput
-from eks_inference.ops.scale_to_zero import DEFAULT_IDLE_HOURS, ScaleToZero, scale_to_zero
-from eks_inference.spec.deployment import Limits, ModelDeploymentSpec
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.routes import key_in_clear_warnings
+from eks_inference.specification.deployment import Limits, ModelDeploymentSpec
+from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.routes import key_in_clear_warnings
 
 # A configuration planned without a spec uses a deployment's default limits.
 _DEFAULTS = Limits()
@@ -211,7 +217,7 @@ class KvTier:
 def kv_tiers(spec: ModelDeploymentSpec) -> tuple[KvTier, ...]:
     """A replica's KV tiers with ``kv_cache``: GPU memory beside the weights, then LMCache's
     CPU and disk tiers; each token costs the bytes the architecture gives it
-    (:func:`~eks_inference.sizing.kv_tier_tokens`). Empty without ``kv_cache``."""
+    (:func:`~eks_inference.catalog.sizing.kv_tier_tokens`). Empty without ``kv_cache``."""
     offload = spec.kv_cache
     if offload is None:
         return ()

@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from eks_inference.artifacts import artifact_prefix, completion_marker_key
 from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.ops.aws.errors import (
     describe_error,
@@ -34,9 +33,10 @@ from eks_inference.ops.upload.manifest import (
     manifest_key,
     read_manifest,
 )
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.artifacts import artifact_prefix, completion_marker_key
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.platform import PlatformSpec
 
 Status = Literal["PASS", "FAIL", "SKIP"]
 # Keys named in a failing row before "(+N more)".

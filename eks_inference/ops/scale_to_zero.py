@@ -4,7 +4,8 @@ A deployment scales to zero when its engine can (``scales_to_zero``: KServe, Ray
 ``scaling.min_replicas`` is 0. For each, the plan states:
 
 - **the expected cold start**: the deployment's own cold start with its loader, the one
-  estimate of :func:`eks_inference.cold_start.cold_start` (the plan's cold-start table shows
+  estimate of :func:`eks_inference.specification.cold_start.cold_start` (the plan's cold-start table
+  shows
   its phases). The first request after an idle stretch waits that long before vLLM starts
   on it: a node launch, the image pull, the weights read and the engine start.
 - **what an idle hour at zero saves**: the nodes one warm replica would hold
@@ -15,7 +16,7 @@ A deployment scales to zero when its engine can (``scales_to_zero``: KServe, Ray
 - **what a day saves**: that, times the hours a day the deployment spends at zero. A day is
   taken to hold ``idle_hours`` without requests in one stretch (overnight, say); the
   deployment reaches zero only once its engine has let the last replica go
-  (:meth:`~eks_inference.charts.engines.base.ServingEngine.scale_to_zero_delay_seconds`:
+  (:meth:`~eks_inference.charts.serving.ServingEngine.scale_to_zero_delay_seconds`:
   Knative's retention period, or Ray Serve's downscale delay and the Ray autoscaler's idle
   timeout), so that much of the stretch saves nothing. The node provisioner removes the
   emptied node some minutes later still (Karpenter's ``consolidateAfter``, the Cluster
@@ -36,13 +37,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from eks_inference import sizing
-from eks_inference.charts.engines.base import serving_engine
+from eks_inference.catalog import sizing
+from eks_inference.charts.serving import serving_engine
 from eks_inference.ops.errors import BadInput
 
 if TYPE_CHECKING:
-    from eks_inference.cold_start import ColdStart
-    from eks_inference.spec.deployment import ModelDeploymentSpec
+    from eks_inference.specification.cold_start import ColdStart
+    from eks_inference.specification.deployment import ModelDeploymentSpec
 
 DEFAULT_IDLE_HOURS = 12.0
 HOURS_PER_DAY = 24.0

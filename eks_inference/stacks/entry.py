@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from eks_inference.cli.inputs import load_platform
 from eks_inference.ops.errors import BadInput, summarize_validation_error
 from eks_inference.ops.text import printable
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 
 if TYPE_CHECKING:
     from aws_cdk import App

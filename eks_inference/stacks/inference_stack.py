@@ -13,9 +13,9 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from eks_inference.charts.engines.base import serving_engine
-from eks_inference.charts.loading import loader_of
+from eks_inference.charts.serving import serving_engine
 from eks_inference.charts.traffic_split import traffic_split_chart
+from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.constructs import (
     ApiKeys,
     FsxCsiDriver,
@@ -31,9 +31,9 @@ from eks_inference.constructs import (
 )
 from eks_inference.constructs._stacks import record_nested_stack
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import Placement, PlatformSpec
-from eks_inference.spec.routes import Route, api_key_secret_name, base_url_outputs
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import Placement, PlatformSpec
+from eks_inference.specification.routes import Route, api_key_secret_name, base_url_outputs
 
 # Where the controller writes the load balancer's DNS name on an Ingress it serves; it appears
 # a minute or two after the Ingress, once the load balancer exists.
@@ -260,7 +260,8 @@ class InferenceStack(Stack):
     def _endpoint_outputs(
         self, platform: PlatformSpec, routes: Mapping[str, Route], stacks: Mapping[str, NestedStack]
     ) -> None:
-        """The base-URL outputs (:func:`~eks_inference.spec.routes.base_url_outputs`: one per
+        """The base-URL outputs (:func:`~eks_inference.specification.routes.base_url_outputs`: one
+        per
         route and per split), and ``ApiKeyCommand`` with a key."""
         if not routes:
             return

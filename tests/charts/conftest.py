@@ -16,7 +16,7 @@ import pytest
 
 from eks_inference.charts.common import RenderContext
 from eks_inference.charts.render import render_files, render_platform
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_PLATFORM = REPO / "deployments.yaml"

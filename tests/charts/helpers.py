@@ -13,9 +13,9 @@ import jsonschema
 import yaml
 
 from eks_inference.charts.common import COMPILE_JOB_ROLE, COMPONENT_LABEL
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import CRDS
 
 RAYSERVICE_CRD = CRDS / "ray.io_rayservices.yaml"

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from eks_inference.charts.render import render_platform
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT
 
 CRDS = Path(__file__).resolve().parents[1] / "crds"

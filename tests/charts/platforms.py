@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 from bench.platforms import generated_platform
 from eks_inference.charts.common import LustreMount, RenderContext
-from eks_inference.charts.loading import loader_of
 from eks_inference.charts.render import default_context
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import (
     EXAMPLE_PLATFORMS,
     REFERENCE_PLATFORM,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eks_inference.artifacts import artifact_prefix, override_neuron_config
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.artifacts import artifact_prefix, override_neuron_config
+from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.versions import NEURON_SDK_VERSION
 
 BASE: dict[str, Any] = {

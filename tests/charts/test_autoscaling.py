@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from eks_inference import names
 from eks_inference.charts.autoscaling import autoscaling_chart, scale_in_behavior
-from eks_inference.load_budget import model_load_seconds
 from eks_inference.observability.signals import signals_of
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.startup_budget import model_load_seconds
 from tests.charts.conftest import Rendered
 from tests.charts.helpers import crd_validator, of_kind, one, schema_errors
 from tests.charts.observed import AUTOSCALED, SCALEDOBJECT_CRD, autoscaled_objects

@@ -23,12 +23,7 @@ import pytest
 import yaml
 
 from eks_inference import names
-from eks_inference.artifacts import (
-    COMPLETION_MARKER_NAME,
-    artifact_prefix,
-    completion_marker_key,
-    override_neuron_config,
-)
+from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts.common import (
     ARTIFACTS_GATE_CONTAINER,
     ARTIFACTS_MOUNT_PATH,
@@ -52,9 +47,14 @@ from eks_inference.charts.deployment import compile_job_charts, deployment_chart
 from eks_inference.charts.render import default_context, render_files, render_platform
 from eks_inference.charts.vllm_server import vllm_server_args
 from eks_inference.serve.image import neuron_ray_build_args
-from eks_inference.sizing import pod_resources
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.artifacts import (
+    COMPLETION_MARKER_NAME,
+    artifact_prefix,
+    completion_marker_key,
+    override_neuron_config,
+)
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import (
     AWS_CLI_IMAGE,
     KUBERNETES_VERSION,

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from eks_inference import names
-from eks_inference.artifacts import artifact_prefix
 from eks_inference.charts.common import MAX_OBJECT_BYTES
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.deployment import compile_job_charts, deployment_charts, needs_of
 from eks_inference.charts.record import ChartRecord
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.artifacts import artifact_prefix
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT
 
 # Kinds that are not built into Kubernetes, and the CRD that defines each.

@@ -24,7 +24,7 @@ from eks_inference.charts.common import (
     KEEP_ALIVE_MARGIN_S,
 )
 from eks_inference.charts.deployment import deployment_charts, endpoint_charts, needs_of
-from eks_inference.charts.endpoint import (
+from eks_inference.charts.ingress import (
     ALB_ANNOTATION_PREFIX,
     ENDPOINT_ROLE,
     TLS_POLICY,
@@ -32,17 +32,17 @@ from eks_inference.charts.endpoint import (
     api_key_objects,
     strip_prefix_transform,
 )
-from eks_inference.charts.endpoint import ingress as render_ingress
-from eks_inference.charts.engines.rayservice import (
+from eks_inference.charts.ingress import ingress as render_ingress
+from eks_inference.charts.render import API_KEY_FILE, render_files, render_platform
+from eks_inference.charts.shipped import SHIPPED_PATH
+from eks_inference.engines.rayservice.engine import (
     KEEP_ALIVE_ANNOTATION,
     SERVE_PROXY_HEALTH_PATH,
     serve_service_name,
 )
-from eks_inference.charts.engines.vllm import TERMINATION_GRACE_S
-from eks_inference.charts.render import API_KEY_FILE, render_files, render_platform
-from eks_inference.charts.shipped import SHIPPED_PATH
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.routes import api_key_secret_name, idle_timeout_seconds
+from eks_inference.engines.vllm.engine import TERMINATION_GRACE_S
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.routes import api_key_secret_name, idle_timeout_seconds
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT, VARIANT_DEPLOYMENTS, VARIANT_POOLS, Rendered
 from tests.charts.helpers import _strict, of_kind, one, pod_templates, serve_config

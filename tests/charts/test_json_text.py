@@ -1,6 +1,6 @@
 """The dashboards' indented JSON is the standard library's text, byte for byte.
 
-:func:`~eks_inference.charts.json_text.indented_json` is held to
+:func:`~eks_inference.output.json_text.indented_json` is held to
 ``json.dumps(value, indent=1, sort_keys=True)`` for the dashboard of every deployment of every
 platform the chart tests render, and for any JSON value (strings of every escape, non-BMP
 characters and lone surrogates, integers beyond 64 bits, floats with NaN and the infinities,
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eks_inference.charts.json_text import indented_json
 from eks_inference.observability.dashboards import dashboard
+from eks_inference.output.json_text import indented_json
 from tests.charts.platforms import PLATFORMS
 
 

@@ -48,10 +48,15 @@ from eks_inference.charts.scheduling import (
     quantity,
     unmet,
 )
-from eks_inference.load_budget import model_load_seconds, rollout_seconds
 from eks_inference.names import KARPENTER_DO_NOT_DISRUPT_ANNOTATION, NODE_POOL_LABEL
-from eks_inference.spec.node_pools import IMDS_HOP_LIMIT, ROOT_DEVICE, NodePool, karpenter_pools
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.node_pools import (
+    IMDS_HOP_LIMIT,
+    ROOT_DEVICE,
+    NodePool,
+    karpenter_pools,
+)
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT, REFERENCE_PLATFORM, variants_spec
 from tests.charts.helpers import crd_validator, schema_errors

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from eks_inference import sizing
-from eks_inference.catalog import INSTANCE_TYPES
+from eks_inference.catalog import INSTANCE_TYPES, sizing
 from eks_inference.charts import kv_offload
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.versions import LMCACHE_VLLM_IMAGE
 from tests.charts.conftest import Rendered
 from tests.charts.helpers import PodTemplate, pod_templates

@@ -30,14 +30,14 @@ from fastapi.responses import JSONResponse
 from ray import serve
 
 from eks_inference.charts.common import API_KEY_ENV, HEALTH_PATH, OPENAI_PORT
-from eks_inference.charts.endpoint import ALB_ANNOTATION_PREFIX, ingress
-from eks_inference.charts.engines.base import serving_engine
-from eks_inference.charts.engines.rayservice import SERVE_PROXY_HEALTH_PATH
+from eks_inference.charts.ingress import ALB_ANNOTATION_PREFIX, ingress
+from eks_inference.charts.serving import serving_engine
+from eks_inference.engines.rayservice.engine import SERVE_PROXY_HEALTH_PATH
 from eks_inference.serve.api_key_auth import VLLMAPIKeyMiddleware
 from eks_inference.serve.neuron.app import api_key_ingress
 from eks_inference.serve.neuron.server import OpenAIServer
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT, VARIANT_DEPLOYMENTS, VARIANT_POOLS
 from tests.serve.fakes import KEYED_CONFIG, FakeEngine, HTTPResult, call_app
 

@@ -14,9 +14,9 @@ import yaml
 
 from eks_inference.charts.common import MODEL_MOUNT_PATH, LustreMount, MissingFileSystemError
 from eks_inference.charts.deployment import deployment_charts, needs_of
-from eks_inference.charts.loading import IMAGE_COPY_CONTAINER, LUSTRE_WEIGHTS_DIRECTORY
 from eks_inference.charts.render import render_files, render_platform
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.charts.weights_loaders import IMAGE_COPY_CONTAINER, LUSTRE_WEIGHTS_DIRECTORY
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 
 from .conftest import CONTEXT

@@ -14,7 +14,7 @@ from eks_inference.charts.monitoring import exporters_chart, neuron_pools
 from eks_inference.metrics import unknown_metrics
 from eks_inference.names import GRAFANA_DASHBOARD_LABEL, INFERENCE_NAMESPACE
 from eks_inference.observability.signals import DEPLOYMENT_LABEL, signals_of
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import Rendered
 from tests.charts.helpers import crd_validator, of_kind, schema_errors

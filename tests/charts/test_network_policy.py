@@ -26,11 +26,11 @@ import yaml
 
 from eks_inference import names, versions
 from eks_inference.charts.common import COMPILE_JOB_ROLE, OPENAI_PORT
-from eks_inference.charts.engines.ray_pods import HEAD_COMPONENT, RAY_METRICS_PORT, WORKER_COMPONENT
-from eks_inference.charts.engines.vllm import COMPONENT as VLLM_COMPONENT
 from eks_inference.charts.render import render_platform
+from eks_inference.engines.rayservice.pods import HEAD_COMPONENT, RAY_METRICS_PORT, WORKER_COMPONENT
+from eks_inference.engines.vllm.engine import COMPONENT as VLLM_COMPONENT
 from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE, INSTANCE_LABEL
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT, Rendered
 
 Json = dict[str, Any]

@@ -13,7 +13,7 @@ from ray.serve.schema import ServeDeploySchema
 from eks_inference import names
 from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
 from eks_inference.charts.render import render_platform
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
 from tests.charts.helpers import is_custom_resource, of_kind, pod_templates, serve_config

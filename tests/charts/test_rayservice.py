@@ -10,15 +10,15 @@ from eks_inference.charts.common import (
     SCRATCH_COMPILED_ARTIFACTS_PATH,
     requires_api_key,
 )
-from eks_inference.charts.engines.ray_serve_config import (
+from eks_inference.charts.shipped import SHIPPED_PATH, code_digest, module_file, module_source
+from eks_inference.engines.rayservice.engine import SERVE_APP_MODULES
+from eks_inference.engines.rayservice.serve_config import (
     NEURON_SERVER_DEPLOYMENT,
     max_ongoing_requests,
     neuron_app_args,
 )
-from eks_inference.charts.engines.rayservice import SERVE_APP_MODULES
-from eks_inference.charts.shipped import SHIPPED_PATH, code_digest, module_file, module_source
-from eks_inference.load_budget import rollout_seconds
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.startup_budget import rollout_seconds
 from eks_inference.versions import RAY_LLM_GPU_IMAGE, RAY_VERSION
 from tests.charts.conftest import CONTEXT, Rendered
 from tests.charts.helpers import of_kind, one, pod_templates, serve_config, serving_objects

@@ -16,15 +16,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eks_inference.charts import output_dir, render
+from eks_inference.charts import render
 from eks_inference.charts.common import dump_yaml
 from eks_inference.charts.deployment import RenderedDeployment, deployment_charts
-from eks_inference.charts.output_dir import (
-    MARKER,
-    ForeignFilesError,
-    OutputDirError,
-    replace_owned_files,
-)
 from eks_inference.charts.render import (
     FILE_HEADER as HEADER,
 )
@@ -34,8 +28,15 @@ from eks_inference.charts.render import (
     render_platform,
     write_manifests,
 )
+from eks_inference.output import directory as output_dir
+from eks_inference.output.directory import (
+    MARKER,
+    ForeignFilesError,
+    OutputDirError,
+    replace_owned_files,
+)
 from eks_inference.serve.image import asset_image_uri
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT, REPO, Rendered
 
 

@@ -7,7 +7,7 @@ import kubernetes_validate
 import yaml
 from ray.serve.schema import ServeDeploySchema
 
-from eks_inference.charts.engines.ray_serve_config import NEURON_APP_BUILDER, NEURON_APP_MODULE
+from eks_inference.engines.rayservice.serve_config import NEURON_APP_BUILDER, NEURON_APP_MODULE
 from eks_inference.serve.neuron.config import ServerConfig
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import Rendered

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from eks_inference.charts.endpoint import ALB_ANNOTATION_PREFIX, ingress
+from eks_inference.charts.ingress import ALB_ANNOTATION_PREFIX, ingress
 from eks_inference.charts.render import SPLITS_FILE, render_files, split_chart
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
 from tests.charts.test_endpoint import DOCUMENTED_ANNOTATION_TEMPLATES, DOCUMENTED_ANNOTATIONS

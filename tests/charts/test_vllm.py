@@ -19,8 +19,8 @@ from eks_inference.charts.shipped import (
     module_source,
 )
 from eks_inference.charts.vllm_server import REMOVED_VLLM_FLAGS, vllm_server_args
-from eks_inference.load_budget import model_load_seconds
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.startup_budget import model_load_seconds
 from eks_inference.versions import LMCACHE_VLLM_IMAGE, NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
 from tests.charts.conftest import CONTEXT, Rendered
 from tests.charts.helpers import PodTemplate, of_kind, one, pod_templates, serving_objects

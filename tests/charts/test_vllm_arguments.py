@@ -14,7 +14,7 @@ import pytest
 
 from eks_inference.charts.render import render_platform
 from eks_inference.charts.vllm_server import REMOVED_VLLM_FLAGS
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import CONTEXT, EXAMPLE_PLATFORMS, Rendered
 from tests.charts.test_loaders import FILE_SYSTEM
 from tests.vllm_args import (

@@ -19,8 +19,8 @@ import yaml
 from pydantic import ValidationError
 from typer.testing import Result
 
-from eks_inference.ops.endpoint import MAX_RESPONSE_BYTES, models_endpoint
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.ops.served_models import MAX_RESPONSE_BYTES, models_endpoint
+from eks_inference.specification.platform import PlatformSpec
 from tests.cli.conftest import DRIP_INTERVAL_S, REFERENCE_PLATFORM
 
 KEY = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL"

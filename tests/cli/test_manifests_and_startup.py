@@ -15,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import Result
 
-from eks_inference.charts import output_dir
+from eks_inference.output import directory as output_dir
 
 from .conftest import REFERENCE_PLATFORM, REPO_ROOT
 

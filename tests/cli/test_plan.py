@@ -10,12 +10,11 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import Result
 
-from eks_inference import sizing
-from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
+from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator, sizing
 from eks_inference.cli.inputs import load_platform
 from eks_inference.cli.plan_render import platform_markdown
 from eks_inference.ops import plan
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 from .conftest import REFERENCE_PLATFORM, REPO_ROOT
 

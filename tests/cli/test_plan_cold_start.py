@@ -11,7 +11,7 @@ from typer.testing import Result
 
 from eks_inference.cli.cold_start_plot import cold_start_figure
 from eks_inference.ops.plan import plan_platform
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 
 from .conftest import REFERENCE_PLATFORM, REPO_ROOT
 

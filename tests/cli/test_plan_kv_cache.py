@@ -10,8 +10,7 @@ import pytest
 import yaml
 from typer.testing import Result
 
-from eks_inference import sizing
-from eks_inference.catalog import MODELS
+from eks_inference.catalog import MODELS, sizing
 from tests.cli.test_bad_spec_files import assert_bad_input, run_cli
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "lmcache.yaml"

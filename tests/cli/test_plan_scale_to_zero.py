@@ -12,8 +12,8 @@ from typer.testing import Result
 
 from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.cli.plan_cells import money
-from eks_inference.cold_start import cold_start
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.cold_start import cold_start
+from eks_inference.specification.platform import PlatformSpec
 
 from .conftest import REFERENCE_PLATFORM, REPO_ROOT
 

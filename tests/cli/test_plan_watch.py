@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import Result
 
 from eks_inference.observability.signals import signals_of
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 
 REFERENCE_PLATFORM = Path(__file__).resolve().parents[2] / "deployments.yaml"
 Cli = Callable[..., Result]

@@ -9,8 +9,7 @@ import pytest
 from matplotlib.image import imread
 from typer.testing import Result
 
-from eks_inference import sizing
-from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
+from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator, sizing
 from eks_inference.cli.plot import cost_throughput_figure, point_label
 from eks_inference.ops import plan
 

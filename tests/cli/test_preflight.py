@@ -18,10 +18,10 @@ import pytest
 from botocore.stub import Stubber  # type: ignore[import-untyped]
 from typer.testing import Result
 
-from eks_inference.artifacts import artifact_prefix, completion_marker_key
 from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.cli.inputs import load_platform
 from eks_inference.ops.quotas import vcpu_quota
+from eks_inference.specification.artifacts import artifact_prefix, completion_marker_key
 
 from .conftest import REFERENCE_PLATFORM, REGION, ApiCalls
 

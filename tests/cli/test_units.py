@@ -12,7 +12,7 @@ from eks_inference.cli.main import app
 from eks_inference.ops.errors import summarize_validation_error
 from eks_inference.ops.s3uri import S3Prefix, parse_prefix_uri
 from eks_inference.ops.text import format_bytes, plural
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 
 def test_parse_prefix_uri() -> None:

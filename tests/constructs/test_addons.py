@@ -9,8 +9,8 @@ import pytest
 from aws_cdk.assertions import Match
 
 from eks_inference import names, versions
-from eks_inference.artifacts import artifact_prefix
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.artifacts import artifact_prefix
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, Synthesized
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]

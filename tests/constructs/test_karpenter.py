@@ -23,7 +23,7 @@ from eks_inference.constructs.addons.karpenter import (
     fill,
 )
 from eks_inference.constructs.cluster import NODE_POLICIES
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]

@@ -20,7 +20,7 @@ from eks_inference.constructs.cluster import (
     INTERNAL_LOAD_BALANCER_SUBNET_TAG,
     PUBLIC_LOAD_BALANCER_SUBNET_TAG,
 )
-from eks_inference.spec.routes import api_key_secret_name
+from eks_inference.specification.routes import api_key_secret_name
 from tests.conftest import STACK_NAME, Synthesized
 
 synth = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
@@ -296,7 +296,7 @@ def test_an_exposed_deployment_needs_the_controller_and_the_key() -> None:
         ModelBucket,
         ModelDeployment,
     )
-    from eks_inference.spec.platform import PlatformSpec
+    from eks_inference.specification.platform import PlatformSpec
     from tests.conftest import REFERENCE_PLATFORM
 
     platform = PlatformSpec.from_yaml(REFERENCE_PLATFORM)

@@ -18,7 +18,6 @@ from aws_cdk import App, CfnElement, Environment, Stack, Token
 from constructs import IConstruct
 
 from eks_inference import names
-from eks_inference.artifacts import artifact_prefix
 from eks_inference.constructs import (
     InferenceAddons,
     InferenceCluster,
@@ -27,9 +26,10 @@ from eks_inference.constructs import (
     NeuronRayImage,
 )
 from eks_inference.serve.image import neuron_ray_build_args, neuron_ray_image_hash
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.platform import Placement, PlatformSpec
+from eks_inference.specification.artifacts import artifact_prefix
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.platform import Placement, PlatformSpec
 from eks_inference.stacks import register_nag
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized, cdk_context
 from tests.stacks.deployed import DeployedDeployment, Statement, deployed, statements

@@ -8,7 +8,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from eks_inference.constructs.nodegroups import cluster_autoscaler_tags
-from eks_inference.spec.node_pools import NodePool
+from eks_inference.specification.node_pools import NodePool
 from tests.conftest import Synthesized
 
 EXPECTED = {

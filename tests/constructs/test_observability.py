@@ -11,7 +11,7 @@ import pytest
 from eks_inference import names, versions
 from eks_inference.constructs.addons.observability import STORAGE_CLASS, ObservabilityOptions
 from eks_inference.observability.signals import KSM_POD_LABELS
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]

@@ -23,8 +23,8 @@ from eks_inference.constructs import (
 )
 from eks_inference.constructs.addons import PROVIDERS, require
 from eks_inference.constructs.addons.registry import Provides
-from eks_inference.spec.platform import Placement, PlatformSpec
-from eks_inference.spec.provisioning import NodeProvisioning
+from eks_inference.specification.platform import Placement, PlatformSpec
+from eks_inference.specification.provisioning import NodeProvisioning
 from tests.conftest import REFERENCE_PLATFORM, Synthesized
 
 PLATFORM = PlatformSpec.from_yaml(REFERENCE_PLATFORM)

@@ -27,8 +27,8 @@ import pytest
 
 from eks_inference.charts.common import RenderContext, requires_api_key
 from eks_inference.charts.shipped import VLLM_API_KEY_MIDDLEWARE
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import GPU_VLLM_VERSION
 from tests.charts.conftest import variants_spec
 from tests.vllm_args import option_rows, rendered_vllm_args, serve_options

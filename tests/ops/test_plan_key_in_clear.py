@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 
 from eks_inference.ops.plan import plan_platform
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.routes import key_in_clear_warnings
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.routes import key_in_clear_warnings
 
 REFERENCE = Path(__file__).resolve().parents[2] / "deployments.yaml"
 CERTIFICATE = "arn:aws:acm:us-east-1:111122223333:certificate/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"

@@ -14,8 +14,7 @@ import yaml
 from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.catalog.spot_prices import SPOT_PRICES
 from eks_inference.charts.common import RenderContext
-from eks_inference.charts.engines.base import serving_engine
-from eks_inference.cold_start import cold_start
+from eks_inference.charts.serving import serving_engine
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.plan import plan_platform
 from eks_inference.ops.scale_to_zero import (
@@ -23,7 +22,8 @@ from eks_inference.ops.scale_to_zero import (
     require_idle_hours,
     scales_to_zero,
 )
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.cold_start import cold_start
+from eks_inference.specification.platform import PlatformSpec
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "kserve-platform.yaml"

@@ -19,8 +19,8 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 from tritonclient.http import InferenceServerClient, InferInput, InferRequestedOutput
 
-from eks_inference.charts.engines.triton import LAUNCHER_COMMAND, SHIPPED_MODULES
 from eks_inference.charts.shipped import SHIPPED_PACKAGE
+from eks_inference.engines.triton.engine import LAUNCHER_COMMAND, SHIPPED_MODULES
 from eks_inference.serve.triton_openai import (
     INFER_PATH,
     READY_PATH,

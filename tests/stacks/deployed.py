@@ -18,7 +18,7 @@ from typing import Any
 
 from aws_cdk import Stack
 
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import STACK_NAME, Synthesized
 
 MANIFEST_TYPE = "Custom::AWSCDK-EKS-KubernetesResource"

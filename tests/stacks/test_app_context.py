@@ -10,9 +10,9 @@ from aws_cdk import App, Stack
 from pydantic import ValidationError
 
 from eks_inference.constructs.cluster import InferenceCluster
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.provisioning import NodeProvisioning
+from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.provisioning import NodeProvisioning
 from eks_inference.stacks import build_app
 from tests.conftest import REFERENCE_PLATFORM
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from bench.platforms import generated_platform
-from eks_inference.spec.cloudformation_limits import NESTED_STACK_BOUND, parent_stack_use
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.cloudformation_limits import NESTED_STACK_BOUND, parent_stack_use
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import STACK_NAME, Synthesized, cdk_context, synthesize
 
 pytestmark = pytest.mark.synth

@@ -19,8 +19,8 @@ from eks_inference import names
 from eks_inference.charts.common import COMPILE_JOB_ROLE, COMPONENT_LABEL
 from eks_inference.charts.render import render_platform
 from eks_inference.serve.image import asset_image_uri
-from eks_inference.spec.node_pools import Taint
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.node_pools import Taint
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
 from tests.stacks.deployed import DeployedDeployment, Statement, deployed, statements
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import EXAMPLES, Synthesized, cfn_lint_errors, example_group
 
 LATEST = re.compile(r":latest\b")

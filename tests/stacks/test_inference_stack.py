@@ -18,10 +18,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
-from eks_inference.artifacts import artifact_prefix
 from eks_inference.constructs import InferenceAddons, InferenceCluster, ModelBucket
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.artifacts import artifact_prefix
+from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.stacks import build_app, register_nag
 from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, cdk_context, lint_all
 

@@ -27,8 +27,8 @@ from eks_inference.charts.scheduling import INSTANCE_TYPE_LABEL, NodeOffer, Tain
 from eks_inference.cli.main import app as cli
 from eks_inference.constructs import InferenceCluster, KarpenterNodeProvisioning, PlatformAddons
 from eks_inference.names import NODE_POOL_LABEL
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.stacks import build_app
 from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized, lint_all
 from tests.stacks.deployed import MANIFEST_TYPE, deployed

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from eks_inference import versions
-from eks_inference.charts.engines.base import serving_engine
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.charts.serving import serving_engine
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, example_group, lint_all
 
 EXAMPLE = REPO / "examples" / "kserve-platform.yaml"

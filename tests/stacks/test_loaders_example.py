@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from eks_inference.catalog import Accelerator
-from eks_inference.numa import pool_policy
-from eks_inference.spec.node_pools import NodePool
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.numa import pool_policy
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.helpers import crd_validator, schema_errors
 from tests.conftest import REPO, STACK_NAME, Synthesized, cfn_lint_errors, example_group
 from tests.stacks.deployed import MANIFEST_TYPE

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench.platforms import generated_platform
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import STACK_NAME, Synthesized, cdk_context, lint_all, synthesize
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from eks_inference.spec.cloudformation_limits import mounted_prefixes
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.cloudformation_limits import mounted_prefixes
+from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import REPO, STACK_NAME, Synthesized, example_group, lint_all
 from tests.stacks.test_cloudformation_limits import check_parent_stack_use
 

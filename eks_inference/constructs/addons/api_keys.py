@@ -23,11 +23,11 @@ from constructs import Construct
 
 from eks_inference import versions
 from eks_inference.charts.common import API_KEY_SECRET_NEED
-from eks_inference.charts.endpoint import api_key_chart
+from eks_inference.charts.ingress import api_key_chart
 from eks_inference.constructs._nag import acknowledge
 from eks_inference.constructs.addons.helm import PinnedHelmChart, on_pool
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
-from eks_inference.spec.routes import api_key_secret_name
+from eks_inference.specification.routes import api_key_secret_name
 
 EXTERNAL_SECRETS_NAMESPACE = "external-secrets"
 EXTERNAL_SECRETS_SERVICE_ACCOUNT = "external-secrets"
@@ -58,7 +58,7 @@ class ApiKeys(Construct):
     * the External Secrets Operator (``versions.EXTERNAL_SECRETS_CHART``, with its CRDs) on the
       system pool, after the system node group and its Pod Identity association; its role may
       read (``GetSecretValue``, ``DescribeSecret``) this one secret and nothing else;
-    * the platform's :func:`~eks_inference.charts.endpoint.api_key_chart` (a SecretStore and
+    * the platform's :func:`~eks_inference.charts.ingress.api_key_chart` (a SecretStore and
       an ExternalSecret in the inference namespace), which keeps the Secret
       ``names.API_KEY_SECRET`` in step with the secret, re-read hourly.
 

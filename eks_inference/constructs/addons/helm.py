@@ -17,7 +17,7 @@ from constructs import Construct
 from eks_inference import versions
 from eks_inference.catalog import Accelerator
 from eks_inference.constructs.cluster import InferenceCluster
-from eks_inference.spec.node_pools import NodePool
+from eks_inference.specification.node_pools import NodePool
 
 SYSTEM_NAMESPACE = "kube-system"
 # Add-ons tolerate this taint too: deprecated, but still honoured by nodes that carry it.

@@ -44,7 +44,7 @@ from eks_inference.constructs.addons.helm import (
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.constructs.cluster import NODE_POLICIES, InferenceCluster
 from eks_inference.names import KARPENTER_DISCOVERY_TAG, ZONE_TAG, karpenter_node_role_name
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 if TYPE_CHECKING:
     from aws_cdk import aws_events as events

@@ -41,7 +41,7 @@ from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.constructs.cluster import InferenceCluster
 from eks_inference.constructs.eks_addon import EksAddon
 from eks_inference.observability.signals import KSM_POD_LABELS, SCRAPE_INTERVAL_SECONDS, seconds
-from eks_inference.spec.node_pools import NodePool
+from eks_inference.specification.node_pools import NodePool
 
 # The Prometheus Operator CRDs kube-prometheus-stack installs (its `crds` subchart).
 PROMETHEUS_OPERATOR_CRDS = (

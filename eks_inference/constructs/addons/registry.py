@@ -21,7 +21,7 @@ from constructs import IConstruct
 from eks_inference.charts.contract import PlatformNeeds, SecretNeed
 from eks_inference.charts.scheduling import NodeOffer, managed_offer, pod_problems
 from eks_inference.constructs.cluster import InferenceCluster
-from eks_inference.spec.validation import Problems
+from eks_inference.specification.validation import Problems
 
 _K = TypeVar("_K")
 

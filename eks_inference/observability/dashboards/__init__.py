@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eks_inference.charts.engines.base import serving_engine
+from eks_inference.charts.serving import serving_engine
 from eks_inference.observability.signals import Signals, signals_of
-from eks_inference.spec.deployment import ModelDeploymentSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
 
 Json = dict[str, Any]
 

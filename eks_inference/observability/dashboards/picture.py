@@ -26,9 +26,9 @@ from matplotlib.ticker import Formatter, MaxNLocator
 from numpy.typing import ArrayLike
 
 from eks_inference.observability.dashboards import Json, dashboard
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.engines import engine_of
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.engines import engine_of
+from eks_inference.specification.platform import PlatformSpec
 
 _MINUTES = 180
 # Decode speed of one sequence and the seconds a request spends decoding, for the sample.

@@ -13,11 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
-from eks_inference.artifacts import COMPLETION_MARKER_NAME
 from eks_inference.ops.aws.errors import aws_errors, is_not_found
 from eks_inference.ops.s3uri import S3Prefix
 from eks_inference.ops.text import format_bytes
 from eks_inference.ops.upload.files import LocalFile
+from eks_inference.specification.artifacts import COMPLETION_MARKER_NAME
 
 MANIFEST_NAME = "_manifest.json"
 # The largest manifest read: an entry takes at most about 1.2 KB (a 1024-byte key, the SHA-256,

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from eks_inference.artifacts import COMPLETION_MARKER_NAME
 from eks_inference.ops.aws.errors import aws_errors, describe_error, error_code, is_not_found
 from eks_inference.ops.errors import CommandFailed, Interrupted
 from eks_inference.ops.progress import Advance
@@ -33,6 +32,7 @@ from eks_inference.ops.upload.remote import abort_stale_uploads, check_bucket, c
 from eks_inference.ops.upload.settings import UploadSettings
 from eks_inference.ops.upload.transfer import TransferOutcome, transfer
 from eks_inference.ops.upload.verify import verify, verify_checksums
+from eks_inference.specification.artifacts import COMPLETION_MARKER_NAME
 
 # S3's error when the bytes it received do not match the checksum sent with them.
 _CHECKSUM_MISMATCH = "BadDigest"

@@ -14,8 +14,6 @@ import yaml
 from pydantic import ValidationError
 
 from eks_inference import names
-from eks_inference.charts.engines import kserve
-from eks_inference.charts.engines.base import serving_engine
 from eks_inference.charts.knative import (
     REVISION_FEATURES,
     knative_namespaces,
@@ -23,13 +21,19 @@ from eks_inference.charts.knative import (
     knative_serving,
 )
 from eks_inference.charts.render import render_platform
+from eks_inference.charts.serving import serving_engine
 from eks_inference.charts.vllm_server import vllm_server_args
-from eks_inference.load_budget import NODE_AND_IMAGE_SECONDS, model_load_seconds, rollout_seconds
+from eks_inference.engines.kserve import engine as kserve
 from eks_inference.metrics import unknown_metrics
 from eks_inference.observability.dashboards import dashboard, expressions
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
-from eks_inference.spec.routes import idle_timeout_seconds
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.routes import idle_timeout_seconds
+from eks_inference.specification.startup_budget import (
+    NODE_AND_IMAGE_SECONDS,
+    model_load_seconds,
+    rollout_seconds,
+)
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT, CRDS, REPO
 from tests.charts.helpers import crd_validator, is_custom_resource, of_kind, one, schema_errors

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 import yaml
 
-from eks_inference.charts.engines import kserve_observed
 from eks_inference.charts.render import render_platform
-from eks_inference.load_budget import ESTIMATE_MARGIN
+from eks_inference.engines.kserve import observed as kserve_observed
 from eks_inference.metrics import metric_names, unknown_metrics
 from eks_inference.observability.dashboards import dashboard, expressions
 from eks_inference.observability.signals import DEPLOYMENT_LABEL
 from eks_inference.ops.plan import plan_platform
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.startup_budget import ESTIMATE_MARGIN
 from tests.charts.conftest import CONTEXT, CRDS, REPO
 from tests.charts.helpers import crd_validator, one, schema_errors
 from tests.charts.observed import PROMTOOL, PROMTOOL_MISSING, promtool_check_rules

@@ -16,13 +16,13 @@ import pytest
 from pydantic import ValidationError
 
 from eks_inference.charts.common import COMPONENT_LABEL, INSTANCE_LABEL
-from eks_inference.charts.endpoint import ALB_ANNOTATION_PREFIX
+from eks_inference.charts.ingress import ALB_ANNOTATION_PREFIX
 from eks_inference.charts.render import render_platform
 from eks_inference.observability.dashboards import dashboard
 from eks_inference.observability.signals import signals_of
-from eks_inference.spec import engines
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification import engines
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
 from tests.charts.engines.toy_engine import COMPONENT, ToyEngine

@@ -20,18 +20,18 @@ from google.protobuf import text_format
 from grpc_tools import protoc
 from pydantic import ValidationError
 
-from eks_inference.charts.engines.triton import (
+from eks_inference.charts.render import render_platform
+from eks_inference.charts.vllm_server import vllm_engine_args
+from eks_inference.engines.triton.engine import (
     LAUNCHER_COMMAND,
     REPOSITORY_DIGEST_ANNOTATION,
     repository_config_map_name,
 )
-from eks_inference.charts.render import render_platform
-from eks_inference.charts.triton_repository import REPOSITORY_PATH
-from eks_inference.charts.vllm_server import vllm_engine_args
+from eks_inference.engines.triton.repository import REPOSITORY_PATH
 from eks_inference.metrics import metric_names, unknown_metrics
 from eks_inference.observability.dashboards import dashboard, expressions
 from eks_inference.serve.triton_openai import READY_PATH
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
 from tests.charts.helpers import crd_validator, is_custom_resource, of_kind, one, schema_errors

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from eks_inference import metrics
 from eks_inference.catalog import Accelerator
+from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod, vllm_server
 from eks_inference.charts.common import (
     HEALTH_PATH,
@@ -26,7 +27,7 @@ from eks_inference.charts.common import (
     selector_labels,
 )
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.engines.base import (
+from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
     DeploymentKind,
@@ -36,14 +37,13 @@ from eks_inference.charts.engines.base import (
     ServingEngine,
     WeightsVolume,
 )
-from eks_inference.load_budget import model_load_seconds
 from eks_inference.names import INFERENCE_NAMESPACE, service_account_name
 from eks_inference.observability.signals import matchers
-from eks_inference.sizing import pod_resources
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import Placement
-from eks_inference.spec.routes import Route
-from eks_inference.spec.validation import Problems, Rule
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import Placement
+from eks_inference.specification.routes import Route
+from eks_inference.specification.startup_budget import model_load_seconds
+from eks_inference.specification.validation import Problems, Rule
 from eks_inference.versions import VLLM_GPU_IMAGE
 
 if TYPE_CHECKING:

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from eks_inference.catalog import Accelerator
-from eks_inference.charts.engines.base import serving_engine
+from eks_inference.charts.serving import serving_engine
 from eks_inference.metrics import unknown_metrics
 from eks_inference.observability.dashboards import dashboard, expressions, uid
 from eks_inference.observability.signals import signals_of
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.engines import ENGINES
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.engines import ENGINES
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import (
     EXAMPLE_PLATFORMS,
     REFERENCE_PLATFORM,

@@ -18,8 +18,8 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 from eks_inference.observability.dashboards.picture import render
-from eks_inference.spec.deployment import ModelDeploymentSpec
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import REFERENCE_PLATFORM
 
 _REFERENCE = PlatformSpec.from_yaml(REFERENCE_PLATFORM)

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import yaml
 
-from eks_inference.charts.engines.rayservice import SERVE_APP_MODULES
 from eks_inference.charts.render import render_platform
 from eks_inference.charts.shipped import (
     NEURON_PACKAGE,
@@ -27,9 +26,10 @@ from eks_inference.charts.shipped import (
     module_path,
     module_source,
 )
+from eks_inference.engines.rayservice.engine import SERVE_APP_MODULES
 from eks_inference.names import NEURON_SERVER_DEPLOYMENT
 from eks_inference.serve import neuron
-from eks_inference.spec.platform import PlatformSpec
+from eks_inference.specification.platform import PlatformSpec
 
 REPO = Path(__file__).resolve().parents[3]
 ALLOWED_AT_IMPORT = set(sys.stdlib_module_names) | {"ray", "fastapi", "starlette", "pydantic"}

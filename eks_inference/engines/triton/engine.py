@@ -1,0 +1,536 @@
+"""NVIDIA Triton (``engine: triton``): a Deployment of Triton servers on a typed model repository.
+
+The repository (``spec.triton``, :mod:`eks_inference.engines.triton.options`) holds the deployment's
+LLM on Triton's vLLM backend and, beside it, framework models (ONNX Runtime, PyTorch). The
+pod runs Triton's OpenAI-compatible frontend through the project's launcher
+(:mod:`eks_inference.serve.triton_openai`), which adds the platform's API-key check and
+KServe's v2 inference route for the framework models, on port 8000 like every engine.
+The pod comes from :mod:`eks_inference.charts.pod`; its files from
+:mod:`eks_inference.engines.triton.repository`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from eks_inference import metrics, names
+from eks_inference.catalog import Accelerator
+from eks_inference.catalog.sizing import pod_resources
+from eks_inference.charts import pod, shipped, vllm_server
+from eks_inference.charts.common import (
+    API_KEY_ENV,
+    API_KEY_SECRET_NEED,
+    MODEL_MOUNT_PATH,
+    OPENAI_PORT,
+    WEIGHTS_ROLE,
+    RenderContext,
+    api_object,
+    keep_alive_seconds,
+    metadata,
+    object_labels,
+    requires_api_key,
+    selector_labels,
+)
+from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.server_service import (
+    HTTP_PORT_NAME,
+    service_and_disruption_budget,
+)
+from eks_inference.charts.serving import (
+    Backend,
+    ChartObjects,
+    DeploymentKind,
+    EngineAlert,
+    EngineMetrics,
+    EnginePanel,
+    MetricsTarget,
+    ReplicaSeries,
+    ServingEngine,
+    WeightsVolume,
+)
+from eks_inference.engines.triton import observed as triton_observed
+from eks_inference.engines.triton.options import TritonOptions, check_gpu_fit, check_triton
+from eks_inference.engines.triton.repository import (
+    REPOSITORY_PATH,
+    RepositoryFile,
+    files_digest,
+    repository_files,
+    version_directories,
+)
+from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.observability.signals import matchers
+from eks_inference.serve.triton_openai import READY_PATH
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.engines import MOUNTPOINT, OPENAI_API_PATH
+from eks_inference.specification.platform import Placement
+from eks_inference.specification.routes import Route
+from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
+from eks_inference.specification.validation import Problems, Rule
+
+if TYPE_CHECKING:
+    from eks_inference.charts.mountpoint import MountpointVolume
+
+COMPONENT = "triton"
+# KServe's v2 inference routes of the framework models, forwarded beside the OpenAI API.
+V2_MODELS_PATH = "/v2/models"
+CONTAINER_NAME = "triton"
+# The launcher, shipped with the API-key check as the package shipped.SHIPPED_PACKAGE.
+LAUNCHER_MODULE = "triton_openai"
+LAUNCHER_COMMAND = ("python3", "-m", f"{shipped.SHIPPED_PACKAGE}.{LAUNCHER_MODULE}")
+SHIPPED_MODULES = ("__init__", shipped.API_KEY_AUTH_MODULE, LAUNCHER_MODULE)
+# Where the image keeps the frontend's modules (engine/, frontend/, utils/), which the
+# launcher imports; the image's Dockerfile copies python/openai to /opt/tritonserver/python.
+OPENAI_FRONTEND_PATH = "/opt/tritonserver/python/openai/openai_frontend"
+# The frontend's default for a request without max_tokens (its --default-max-tokens), kept.
+DEFAULT_MAX_TOKENS = 16
+# The ConfigMap of the generated files, the Mountpoint volume of the framework models' files,
+# and the writable directory the pod assembles the repository in from both.
+REPOSITORY_CONFIG_VOLUME = "model-repository-config"
+REPOSITORY_FILES_ROLE = "model-repository"
+_REPOSITORY_SKELETON_VOLUME = "model-repository-root"
+_REPOSITORY_SKELETON_MIB = 16
+# A replica rolls out one extra pod at a time, as standalone vLLM does.
+TRITON_ROLLOUT_SURGE = 1
+# Probes and termination as standalone vLLM's, on the frontend's readiness route.
+_PROBE_PERIOD_S = 10
+_PROBE_TIMEOUT_S = 5
+_READINESS_FAILURES = 3
+_LIVENESS_PERIOD_S = 30
+_LIVENESS_TIMEOUT_S = 10
+_LIVENESS_FAILURES = 3
+_PRE_STOP_SLEEP_S = 10
+TERMINATION_GRACE_S = 120
+REPOSITORY_DIGEST_ANNOTATION = "eks-inference.io/model-repository-sha256"
+
+
+def repository_config_map_name(spec: ModelDeploymentSpec) -> str:
+    """The ConfigMap of ``spec``'s generated repository files: ``<deployment>-model-repository``."""
+    return f"{spec.name}-model-repository"
+
+
+def _options(spec: ModelDeploymentSpec) -> TritonOptions:
+    if spec.triton is None:
+        raise ValueError(f"deployment {spec.name!r} names engine: triton without triton options")
+    return spec.triton
+
+
+def _server(
+    spec: ModelDeploymentSpec,
+    placement: Placement,
+    context: RenderContext,
+    weights: WeightsVolume | None,
+    route: Route | None,
+) -> ChartObjects:
+    if weights is None:
+        raise ValueError(
+            f"deployment {spec.name!r}: Triton reads the LLM and its tokenizer from the "
+            "weights volume; pass one"
+        )
+    # The volume builder's module defines its chart too (cdk8s): imported when rendering only,
+    # so that validating a spec never starts Node.js.
+    from eks_inference.charts.mountpoint import cache_size_gib, deployment_volume
+
+    options = _options(spec)
+    labels = object_labels(spec, COMPONENT)
+    account = names.service_account_name(spec.name)
+    selector = selector_labels(spec, COMPONENT)
+    engine_args = vllm_server.vllm_engine_args(spec, bucket_name=context.bucket_name)
+    files = repository_files(options, engine_args)
+    code = shipped.shipped_code(spec, labels, SHIPPED_MODULES, package=shipped.SHIPPED_PACKAGE)
+    repository = api_object(
+        "v1",
+        "ConfigMap",
+        metadata(repository_config_map_name(spec), labels),
+        {"data": {file.key: file.content for file in files}},
+    )
+    volume = (
+        deployment_volume(
+            spec,
+            REPOSITORY_FILES_ROLE,
+            bucket_name=context.bucket_name,
+            region=context.region,
+            prefix=options.mounted_prefix,
+            cache_size_gib=cache_size_gib(0),
+        )
+        if options.mounted_prefix is not None
+        else None
+    )
+    pod_spec = _pod(spec, placement, context, account, weights, volume, route, code, files)
+    deployment = api_object(
+        "apps/v1",
+        "Deployment",
+        metadata(spec.name, labels),
+        {
+            "spec": {
+                "replicas": spec.scaling.min_replicas,
+                "selector": {"matchLabels": selector},
+                "strategy": {
+                    "type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": TRITON_ROLLOUT_SURGE, "maxUnavailable": 0},
+                },
+                "progressDeadlineSeconds": rollout_seconds(spec),
+                "template": {
+                    "metadata": {
+                        "labels": labels,
+                        "annotations": {
+                            **pod.do_not_disrupt(rollout_seconds(spec)),
+                            **dict(code.annotations),
+                            REPOSITORY_DIGEST_ANNOTATION: files_digest(files),
+                        },
+                    },
+                    "spec": pod_spec,
+                },
+            }
+        },
+    )
+    service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
+    account_object = api_object(
+        "v1", "ServiceAccount", metadata(account, labels), {"automountServiceAccountToken": False}
+    )
+    volume_objects = volume.objects(object_labels(spec, REPOSITORY_FILES_ROLE)) if volume else []
+    return ChartObjects(
+        (
+            account_object,
+            *volume_objects,
+            code.config_map,
+            repository,
+            deployment,
+            service,
+            disruption_budget,
+        ),
+        PlatformNeeds(
+            namespaces=(INFERENCE_NAMESPACE,),
+            mounted_prefixes=(volume.mounted,) if volume is not None else (),
+            secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
+            pods=(
+                pod.scheduling_need(
+                    (f"Deployment/{spec.name}", "spec", "template"),
+                    placement.workers,
+                    pod_spec,
+                    per_node=spec.replicas_per_node,
+                ),
+            ),
+        ),
+    )
+
+
+def _repository_mounts(
+    spec: ModelDeploymentSpec,
+    options: TritonOptions,
+    files: tuple[RepositoryFile, ...],
+    volume: MountpointVolume | None,
+) -> tuple[list[pod.Json], list[pod.Json]]:
+    """The repository's volumes and mounts: each generated file and each version directory
+    mounted by ``subPath`` below a writable skeleton at :data:`REPOSITORY_PATH`."""
+    volumes = [
+        pod.empty_dir(_REPOSITORY_SKELETON_VOLUME, f"{_REPOSITORY_SKELETON_MIB}Mi"),
+        {"name": REPOSITORY_CONFIG_VOLUME, "configMap": {"name": repository_config_map_name(spec)}},
+    ]
+    mounts = [pod.mount(_REPOSITORY_SKELETON_VOLUME, REPOSITORY_PATH)]
+    for file in files:
+        mounts.append(
+            {
+                **pod.mount(
+                    REPOSITORY_CONFIG_VOLUME, f"{REPOSITORY_PATH}/{file.path}", read_only=True
+                ),
+                "subPath": file.key,
+            }
+        )
+    if volume is not None:
+        volumes.append(pod.claim_volume(REPOSITORY_FILES_ROLE, volume.claim_name))
+        mounts.extend(
+            {
+                **pod.mount(
+                    REPOSITORY_FILES_ROLE, f"{REPOSITORY_PATH}/{directory}", read_only=True
+                ),
+                "subPath": directory,
+            }
+            for directory in version_directories(options)
+        )
+    return volumes, mounts
+
+
+def _pod(
+    spec: ModelDeploymentSpec,
+    placement: Placement,
+    context: RenderContext,
+    service_account: str,
+    weights: WeightsVolume,
+    volume: MountpointVolume | None,
+    route: Route | None,
+    code: shipped.ShippedCode,
+    files: tuple[RepositoryFile, ...],
+) -> pod.Json:
+    options = _options(spec)
+    share = pod_resources(spec.instance, spec.replicas_per_node)
+    repository_volumes, repository_mounts = _repository_mounts(spec, options, files, volume)
+    volumes = [
+        pod.empty_dir("home", f"{vllm_server.HOME_MIB}Mi"),
+        pod.empty_dir("tmp", f"{vllm_server.TMP_MIB}Mi"),
+        pod.empty_dir(
+            "shm", f"{vllm_server.shared_memory_mib(share.memory_mib)}Mi", in_memory=True
+        ),
+        pod.claim_volume(WEIGHTS_ROLE, weights.claim_name),
+        *repository_volumes,
+        code.volume,
+    ]
+    mounts = [
+        pod.mount("home", vllm_server.HOME_PATH),
+        pod.mount("tmp", vllm_server.TMP_PATH),
+        pod.mount("shm", vllm_server.SHM_PATH),
+        pod.mount(WEIGHTS_ROLE, MODEL_MOUNT_PATH, read_only=True),
+        *repository_mounts,
+        code.mount,
+    ]
+    args = [
+        "--model-repository",
+        REPOSITORY_PATH,
+        "--tokenizer",
+        MODEL_MOUNT_PATH,
+        "--port",
+        str(OPENAI_PORT),
+        "--default-max-tokens",
+        str(DEFAULT_MAX_TOKENS),
+    ]
+    for model in options.framework_models:
+        args += ["--framework-model", model.name]
+    environment = {
+        **vllm_server.server_environment(spec, context),
+        # The launcher's package first, then the frontend's modules from the image.
+        "PYTHONPATH": f"{shipped.SHIPPED_PATH}:{OPENAI_FRONTEND_PATH}",
+    }
+    env = pod.env(environment)
+    if route is not None:
+        args += ["--keep-alive-seconds", str(keep_alive_seconds(route))]
+    if requires_api_key(route):
+        args.append("--require-api-key")
+        env.append(
+            pod.secret_env(
+                API_KEY_ENV, secret=API_KEY_SECRET_NEED.name, key=API_KEY_SECRET_NEED.key
+            )
+        )
+    load_seconds = model_load_seconds(spec)
+    container = {
+        "name": CONTAINER_NAME,
+        "image": options.image_uri,
+        "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
+        "command": list(LAUNCHER_COMMAND),
+        "args": args,
+        "ports": [{"name": HTTP_PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
+        "env": env,
+        "resources": pod.resources(
+            {"cpu": share.cpu, "memory": share.memory, **pod.accelerator_resource(spec)}
+        ),
+        "securityContext": pod.ROOT_IMAGE_SECURITY,
+        "startupProbe": _probe(failure_threshold=math.ceil(load_seconds / _PROBE_PERIOD_S)),
+        "readinessProbe": _probe(failure_threshold=_READINESS_FAILURES),
+        "livenessProbe": _probe(
+            failure_threshold=_LIVENESS_FAILURES,
+            period_seconds=_LIVENESS_PERIOD_S,
+            timeout_seconds=_LIVENESS_TIMEOUT_S,
+        ),
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(_PRE_STOP_SLEEP_S)]}}},
+        "volumeMounts": mounts,
+    }
+    return {
+        "serviceAccountName": service_account,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        "securityContext": pod.ROOT_IMAGE_POD_SECURITY,
+        **pod.placement(placement.workers, spec),
+        "containers": [container],
+        "volumes": volumes,
+    }
+
+
+def _probe(
+    *,
+    failure_threshold: int,
+    period_seconds: int = _PROBE_PERIOD_S,
+    timeout_seconds: int = _PROBE_TIMEOUT_S,
+) -> pod.Json:
+    return pod.http_probe(
+        READY_PATH,
+        port=OPENAI_PORT,
+        period_seconds=period_seconds,
+        timeout_seconds=timeout_seconds,
+        failure_threshold=failure_threshold,
+    )
+
+
+def _check_scaling(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    scaling = spec.scaling
+    if scaling.autoscale or scaling.min_replicas != scaling.max_replicas:
+        field = "autoscale" if scaling.autoscale else "max_replicas"
+        problems.add(
+            ("scaling", field),
+            "a Triton Deployment runs a fixed number of replicas (its queue is not one KEDA "
+            f"reads); set max_replicas = min_replicas ({scaling.min_replicas}) and autoscale: "
+            "false, or engine: vllm or rayservice to scale on load",
+            getattr(scaling, field),
+        )
+    if scaling.min_replicas < 1:
+        problems.add(
+            ("scaling", "min_replicas"),
+            "a Triton Deployment does not scale to zero; set min_replicas >= 1",
+            scaling.min_replicas,
+        )
+
+
+def _check_block_size(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    # vLLM 0.11.0, the Triton image's, takes block sizes up to 128 (BlockSize in
+    # vllm/config/cache.py); 256 arrived later and would stop the model loading.
+    if spec.limits.block_size > TRITON_VLLM_MAX_BLOCK_SIZE:
+        problems.add(
+            ("limits", "block_size"),
+            f"the vLLM of the Triton image takes block sizes up to {TRITON_VLLM_MAX_BLOCK_SIZE}; "
+            f"use block_size {TRITON_VLLM_MAX_BLOCK_SIZE} or less",
+            spec.limits.block_size,
+        )
+
+
+TRITON_VLLM_MAX_BLOCK_SIZE = 128
+
+
+class TritonEngine(ServingEngine):
+    """Triton: a Deployment, a ClusterIP Service, a PDB, a ServiceAccount and the repository.
+
+    - **ConfigMap** ``<deployment>-model-repository``: every model's ``config.pbtxt`` and the
+      LLM's ``model.json`` (:mod:`eks_inference.engines.triton.repository`); the pod template
+      carries their digest, so a changed repository rolls the pods.
+    - **PersistentVolume and claim** ``<deployment>-model-repository``, when the repository
+      has framework models: the Mountpoint volume of ``triton.repository_prefix``, whose
+      version directories the pod mounts by ``subPath``.
+    - **ConfigMap** ``<deployment>-serve-app``: the launcher and the API-key check.
+    - **Deployment** of ``scaling.min_replicas`` pods, one model replica each on
+      ``tensor_parallel_size`` GPUs, rolled one extra pod at a time and never below the
+      count; **Service** ``<deployment>`` on port 8000; **PodDisruptionBudget** of one.
+
+    The pod is standalone vLLM's (:mod:`eks_inference.engines.vllm.engine`): a root image
+    with a read-only root filesystem and bounded emptyDirs, Guaranteed resources from the
+    instance size, the weights volume at ``/mnt/model`` (vLLM's model and the frontend's
+    tokenizer), HTTP probes on the frontend's readiness route (200 once every model of the
+    repository is ready), the startup probe sized for the model load. Weights are read
+    through Mountpoint only: the frontend loads its tokenizer from a directory.
+    """
+
+    name = "triton"
+    summary = "NVIDIA Triton on a typed model repository"
+    component = COMPONENT
+    accelerators = frozenset({Accelerator.NVIDIA})
+
+    def loaders(self, accelerator: Accelerator) -> frozenset[str]:
+        return frozenset({MOUNTPOINT})
+
+    def own_fields(self) -> frozenset[str]:
+        return frozenset({"triton"})
+
+    def mounted_prefixes(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        prefix = _options(spec).mounted_prefix
+        return () if prefix is None else (prefix,)
+
+    def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
+        sized = frozenset(
+            {
+                "triton",
+                "model",
+                "instance_type",
+                "tensor_parallel_size",
+                "limits.max_model_len",
+                "limits.max_num_seqs",
+                "limits.gpu_memory_utilization",
+            }
+        )
+        return (
+            Rule(frozenset({"triton"}), check_triton),
+            Rule(sized, check_gpu_fit),
+            Rule(frozenset({"limits.block_size"}), _check_block_size),
+            Rule(
+                frozenset({"scaling.min_replicas", "scaling.max_replicas", "scaling.autoscale"}),
+                _check_scaling,
+            ),
+        )
+
+    def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        return (spec.name,)
+
+    def served_model_names(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        return (_options(spec).llm.name,)
+
+    def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
+        return TRITON_ROLLOUT_SURGE
+
+    def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
+        return False
+
+    def server(
+        self,
+        spec: ModelDeploymentSpec,
+        placement: Placement,
+        context: RenderContext,
+        *,
+        weights: WeightsVolume | None,
+        artifacts: MountpointVolume | None,
+        route: Route | None,
+    ) -> ChartObjects:
+        return _server(spec, placement, context, weights, route)
+
+    def backend(self, spec: ModelDeploymentSpec) -> Backend:
+        return Backend(spec.name, READY_PATH, TERMINATION_GRACE_S)
+
+    def api_paths(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        """The OpenAI API and, with framework models, KServe's v2 routes they answer on."""
+        if _options(spec).framework_models:
+            return (OPENAI_API_PATH, V2_MODELS_PATH)
+        return (OPENAI_API_PATH,)
+
+    def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        return (COMPONENT,)
+
+    def metrics_targets(self, spec: ModelDeploymentSpec) -> tuple[MetricsTarget, ...]:
+        selector = {"matchLabels": selector_labels(spec, COMPONENT)}
+        return (MetricsTarget(COMPONENT, selector, HTTP_PORT_NAME),)
+
+    def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
+        return DeploymentKind("triton-gpu", "Triton on GPU")
+
+    def metrics(self, spec: ModelDeploymentSpec) -> EngineMetrics:
+        return EngineMetrics(
+            running=None,
+            waiting=(metrics.TRITON_PENDING_REQUESTS,),
+            kv_cache=None,
+            ttft=metrics.TRITON_VLLM_TIME_TO_FIRST_TOKEN,
+            itl=metrics.TRITON_VLLM_TIME_PER_OUTPUT_TOKEN,
+            e2e=metrics.TRITON_VLLM_E2E_LATENCY,
+            prompt_tokens=metrics.TRITON_VLLM_PROMPT_TOKENS,
+            generation_tokens=metrics.TRITON_VLLM_GENERATION_TOKENS,
+        )
+
+    def replica_series(
+        self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
+    ) -> ReplicaSeries:
+        """Ready and wanted replicas from the Deployment; loading: running but unready pods."""
+        deployment = matchers(namespace=INFERENCE_NAMESPACE, deployment=spec.name)
+        namespace = matchers(namespace=INFERENCE_NAMESPACE)
+        not_ready = matchers(namespace=INFERENCE_NAMESPACE, condition="false")
+        return ReplicaSeries(
+            ready=f"sum({metrics.KSM_DEPLOYMENT_AVAILABLE.one()}{deployment})",
+            wanted=f"sum({metrics.KSM_DEPLOYMENT_SPEC_REPLICAS.one()}{deployment})",
+            loading=(
+                f"count(({metrics.KSM_CONTAINER_RUNNING.one()}{namespace} == 1)"
+                f" and on(namespace, pod) ({metrics.KSM_POD_READY.one()}{not_ready} == 1)"
+                f" and on(namespace, pod) {pods})"
+            ),
+            loading_alert_seconds=model_load_seconds(spec),
+        )
+
+    def autoscaler(self, spec: ModelDeploymentSpec) -> str:
+        return "fixed size: Triton's replicas are set by scaling.min_replicas"
+
+    def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
+        return triton_observed.alerts(spec)
+
+    def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
+        return triton_observed.panels(spec)

@@ -1,0 +1,441 @@
+"""Standalone vLLM (``engine: vllm``): a Deployment of OpenAI-compatible servers, its Service,
+budget and identity, and everything else about a deployment that depends on the engine.
+
+The pod comes from :mod:`eks_inference.charts.pod`, like every other pod of the project, and
+runs the server as :mod:`eks_inference.charts.vllm_server` says; the Service and the
+PodDisruptionBudget select it by the deployment's instance and component labels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from eks_inference import metrics, names
+from eks_inference.catalog import Accelerator
+from eks_inference.catalog.sizing import pod_resources
+from eks_inference.charts import kv_offload, pod, shipped, vllm_server
+from eks_inference.charts.common import (
+    API_KEY_ENV,
+    API_KEY_SECRET_NEED,
+    ARTIFACTS_MOUNT_PATH,
+    ARTIFACTS_ROLE,
+    HEALTH_PATH,
+    OPENAI_PORT,
+    RenderContext,
+    api_object,
+    gates_on_compiled_artifacts,
+    keep_alive_seconds,
+    metadata,
+    object_labels,
+    requires_api_key,
+    selector_labels,
+)
+from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.server_service import (
+    HTTP_PORT_NAME,
+    service_and_disruption_budget,
+)
+from eks_inference.charts.serving import (
+    Backend,
+    ChartObjects,
+    DeploymentKind,
+    EngineMetrics,
+    MetricsTarget,
+    ReplicaSeries,
+    ServingEngine,
+    WeightsVolume,
+)
+from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.observability.signals import matchers
+from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.kv_serving import replica_memory_mib
+from eks_inference.specification.platform import Placement
+from eks_inference.specification.routes import Route
+from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
+from eks_inference.specification.validation import Problems, Rule
+from eks_inference.versions import NEURON_VLLM_IMAGE
+
+if TYPE_CHECKING:
+    from eks_inference.charts.mountpoint import MountpointVolume
+
+COMPONENT = "vllm"
+# A standalone vLLM Deployment rolls out one extra pod before removing an old one (maxSurge),
+# so an update never lowers capacity; the node pool must have room for it.
+VLLM_ROLLOUT_SURGE = 1
+CONTAINER_NAME = "vllm"
+# Probes on vLLM's /health (200 when the engine is alive, 503 when it is dead). The startup
+# probe allows the whole model load budget; after that a replica leaves the Service after 30
+# seconds of failures and is restarted after 90.
+_PROBE_PERIOD_S = 10
+_PROBE_TIMEOUT_S = 5
+_READINESS_FAILURES = 3
+_LIVENESS_PERIOD_S = 30
+_LIVENESS_TIMEOUT_S = 10
+_LIVENESS_FAILURES = 3
+# On termination: keep serving for 10 s while endpoints drop the pod, then let in-flight
+# generations finish within two minutes. The load balancer drains a target for as long
+# (eks_inference.charts.ingress), so a generation in flight is never cut off by either.
+_PRE_STOP_SLEEP_S = 10
+TERMINATION_GRACE_S = 120
+
+
+def _server(
+    spec: ModelDeploymentSpec,
+    placement: Placement,
+    context: RenderContext,
+    weights: WeightsVolume | None,
+    artifacts: MountpointVolume | None,
+    route: Route | None,
+) -> ChartObjects:
+    loader = loader_of(spec)
+    loader.check_volume(spec, given=weights is not None)
+    labels = object_labels(spec, COMPONENT)
+    account = names.service_account_name(spec.name)
+    service_account = api_object(
+        "v1",
+        "ServiceAccount",
+        metadata(account, labels),
+        {"automountServiceAccountToken": False},
+    )
+    selector = selector_labels(spec, COMPONENT)
+    # With autoscaling the replica count belongs to the autoscaler: a count in the
+    # manifest would reset it to min_replicas on every apply, in the middle of a burst.
+    replicas = {} if spec.scaling.autoscale else {"replicas": spec.scaling.min_replicas}
+    code = (
+        shipped.shipped_code(spec, labels, (shipped.API_KEY_AUTH_MODULE,))
+        if requires_api_key(route)
+        else None
+    )
+    pod_spec = server_pod(spec, placement, context, account, weights, artifacts, route, code)
+    deployment = api_object(
+        "apps/v1",
+        "Deployment",
+        metadata(spec.name, labels),
+        {
+            "spec": {
+                **replicas,
+                "selector": {"matchLabels": selector},
+                "strategy": {
+                    "type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": VLLM_ROLLOUT_SURGE, "maxUnavailable": 0},
+                },
+                # A rollout is stuck only once a new replica has had time for a node, an
+                # image pull and a model load.
+                "progressDeadlineSeconds": rollout_seconds(spec),
+                "template": {
+                    # Karpenter leaves a replica alone while it may still be loading.
+                    "metadata": {
+                        "labels": labels,
+                        "annotations": {
+                            **pod.do_not_disrupt(rollout_seconds(spec)),
+                            **dict(code.annotations if code is not None else ()),
+                        },
+                    },
+                    "spec": pod_spec,
+                },
+            }
+        },
+    )
+    service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
+    return ChartObjects(
+        (
+            service_account,
+            *((code.config_map,) if code is not None else ()),
+            deployment,
+            service,
+            disruption_budget,
+        ),
+        PlatformNeeds(
+            namespaces=(INFERENCE_NAMESPACE,),
+            service_accounts=loader.server_identities(spec, account),
+            secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
+            pods=(
+                pod.scheduling_need(
+                    (f"Deployment/{spec.name}", "spec", "template"),
+                    placement.workers,
+                    pod_spec,
+                    per_node=spec.replicas_per_node,
+                ),
+            ),
+        ),
+    )
+
+
+def server_pod(
+    spec: ModelDeploymentSpec,
+    placement: Placement,
+    context: RenderContext,
+    service_account: str,
+    weights: WeightsVolume | None,
+    artifacts: MountpointVolume | None,
+    route: Route | None,
+    code: shipped.ShippedCode | None,
+) -> pod.Json:
+    """The pod of one vLLM OpenAI server of ``spec`` (see :class:`VllmEngine`).
+
+    Every engine that runs vLLM's own server builds its pod here: resources, security,
+    probes, weights, the API key and its middleware (with ``code``, the shipped check),
+    placement and the artifacts gate.
+    """
+    share = pod_resources(spec.instance, spec.replicas_per_node)
+    memory_mib = replica_memory_mib(spec)
+    image = NEURON_VLLM_IMAGE if spec.on_neuron else kv_offload.image(spec)
+    volumes = [
+        pod.empty_dir("home", f"{vllm_server.HOME_MIB}Mi"),
+        pod.empty_dir("tmp", f"{vllm_server.TMP_MIB}Mi"),
+        pod.empty_dir("shm", f"{vllm_server.shared_memory_mib(memory_mib)}Mi", in_memory=True),
+    ]
+    # HOME, /tmp, /dev/shm, then the read-only model volumes and the shipped code.
+    mounts = [
+        pod.mount("home", vllm_server.HOME_PATH),
+        pod.mount("tmp", vllm_server.TMP_PATH),
+        pod.mount("shm", vllm_server.SHM_PATH),
+    ]
+    loaded = loader_of(spec).pod(spec, weights.claim_name if weights is not None else None)
+    volumes += loaded.volumes
+    mounts += loaded.mounts
+    if artifacts is not None:
+        volumes.append(pod.claim_volume(ARTIFACTS_ROLE, artifacts.claim_name))
+        mounts.append(pod.mount(ARTIFACTS_ROLE, ARTIFACTS_MOUNT_PATH, read_only=True))
+    disk_tier = kv_offload.disk_volume(spec)
+    if disk_tier is not None:
+        volumes.append(disk_tier[0])
+        mounts.append(disk_tier[1])
+    load_seconds = model_load_seconds(spec)
+    args = vllm_server.vllm_server_args(spec, bucket_name=context.bucket_name)
+    environment = pod.env(vllm_server.server_environment(spec, context))
+    if route is not None:
+        environment += pod.env({"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(keep_alive_seconds(route))})
+    if code is not None:
+        volumes.append(code.volume)
+        mounts.append(code.mount)
+        environment += pod.env(dict(code.env))
+        environment.append(
+            pod.secret_env(
+                API_KEY_ENV, secret=API_KEY_SECRET_NEED.name, key=API_KEY_SECRET_NEED.key
+            )
+        )
+        args += ["--middleware", shipped.VLLM_API_KEY_MIDDLEWARE]
+    container = {
+        "name": CONTAINER_NAME,
+        "image": image,
+        "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
+        "command": list(vllm_server.VLLM_SERVE_COMMAND),
+        "args": args,
+        # Named, so that the PodMonitor scraping /metrics refers to the port by its name.
+        "ports": [{"name": HTTP_PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
+        "env": environment,
+        "resources": pod.resources(
+            {"cpu": share.cpu, "memory": f"{memory_mib}Mi", **pod.accelerator_resource(spec)},
+            requested_only=kv_offload.disk_request(spec),
+        ),
+        "securityContext": pod.ROOT_IMAGE_SECURITY,
+        "startupProbe": _health_probe(failure_threshold=math.ceil(load_seconds / _PROBE_PERIOD_S)),
+        "readinessProbe": _health_probe(failure_threshold=_READINESS_FAILURES),
+        "livenessProbe": _health_probe(
+            failure_threshold=_LIVENESS_FAILURES,
+            period_seconds=_LIVENESS_PERIOD_S,
+            timeout_seconds=_LIVENESS_TIMEOUT_S,
+        ),
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(_PRE_STOP_SLEEP_S)]}}},
+        "volumeMounts": mounts,
+    }
+    spec_json: pod.Json = {
+        "serviceAccountName": service_account,
+        # Pod Identity mounts its own token; the Kubernetes API is never called.
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        "securityContext": pod.ROOT_IMAGE_POD_SECURITY,
+        **pod.placement(placement.workers, spec),
+        "containers": [container],
+        "volumes": volumes,
+    }
+    init_containers = list(loaded.init_containers)
+    if artifacts is not None and gates_on_compiled_artifacts(spec):
+        init_containers.append(
+            pod.artifacts_gate(
+                spec,
+                image=image,
+                bucket_name=context.bucket_name,
+                security=pod.ROOT_IMAGE_SECURITY,
+            )
+        )
+    if init_containers:
+        spec_json["initContainers"] = init_containers
+    return spec_json
+
+
+def _health_probe(
+    *,
+    failure_threshold: int,
+    period_seconds: int = _PROBE_PERIOD_S,
+    timeout_seconds: int = _PROBE_TIMEOUT_S,
+) -> pod.Json:
+    return pod.http_probe(
+        HEALTH_PATH,
+        port=OPENAI_PORT,
+        period_seconds=period_seconds,
+        timeout_seconds=timeout_seconds,
+        failure_threshold=failure_threshold,
+    )
+
+
+def _check_scaling(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    scaling = spec.scaling
+    if not scaling.autoscale and scaling.min_replicas != scaling.max_replicas:
+        problems.add(
+            ("scaling", "max_replicas"),
+            "a standalone vLLM Deployment without autoscaling runs a fixed number of "
+            f"replicas; set max_replicas = min_replicas ({scaling.min_replicas}), "
+            "autoscale: true to scale on queue depth with KEDA, or engine: rayservice",
+            scaling.max_replicas,
+        )
+    if scaling.autoscale and scaling.min_replicas == scaling.max_replicas:
+        problems.add(
+            ("scaling", "max_replicas"),
+            f"autoscale: true needs a range to scale in; set max_replicas above min_replicas "
+            f"({scaling.min_replicas}), or autoscale: false for a fixed size",
+            scaling.max_replicas,
+        )
+
+
+class VllmEngine(ServingEngine):
+    """Standalone vLLM: a Deployment, a ClusterIP Service, a PDB and a ServiceAccount.
+
+    - **ServiceAccount** ``names.service_account_name(spec.name)``: with the Run:ai streamer
+      its pods read the weights prefix with their own identity, recorded in the chart's needs for
+      the CDK side to give it a Pod Identity role; otherwise it has no AWS access at all.
+    - **Deployment** of ``spec.scaling.min_replicas`` pods (a fixed count unless
+      ``scaling.autoscale``, when the count is left to the KEDA autoscaler of
+      :mod:`eks_inference.charts.autoscaling`), each one model replica on
+      ``tensor_parallel_size`` NeuronCores or GPUs. Rolls
+      :data:`VLLM_ROLLOUT_SURGE` extra replica at a time and
+      never below the current count (``maxUnavailable`` 0), so a rollout needs room for one
+      more replica in the node pool. Pods are selected by the deployment's instance and
+      component labels.
+    - **Service** ``<deployment>``: ClusterIP, OpenAI API on port 8000.
+    - **PodDisruptionBudget**: one replica at a time may be evicted, so node drains proceed
+      without taking the whole model down; unhealthy pods may always be evicted. A replica
+      that is still loading is unready, so the budget cannot protect it: its pods carry
+      ``karpenter.sh/do-not-disrupt`` for the rollout budget (image pull and model load), so
+      Karpenter never moves a replica mid-load; once loaded, the budget governs.
+
+    The pod (:mod:`eks_inference.charts.pod`): root images with a read-only root filesystem and
+    bounded emptyDirs for HOME and /tmp, a memory-backed /dev/shm; CPU and memory from the
+    instance size with requests equal to limits (Guaranteed QoS, so the kubelet never evicts
+    a loaded model first); images pulled only if not present (pinned tags, tens of GiB); HTTP
+    probes on ``/health``, the startup probe sized for the model load; the pool's selector and
+    tolerations, and the Neuron scheduler for part of a node's cores.
+
+    Exposed on a load balancer (``route``), the server keeps idle connections open past the
+    load balancer's idle timeout. When the route requires the platform's API key, the pod
+    reads it from the platform's Secret into ``VLLM_API_KEY`` only, never into its arguments:
+    vLLM reads the variable itself, while ``--api-key`` would put the key in every process
+    listing and, on vLLM 0.16, in the startup log's "non-default args" line. The project's
+    API-key check (``api_key_auth``, shipped in the ConfigMap ``<deployment>-serve-app`` on
+    ``PYTHONPATH``) is loaded with ``--middleware`` and answers every request without
+    ``Authorization: Bearer <key>`` with OpenAI's 401, on every path but ``/health`` (the
+    probes and the load balancer's health checks) and ``/metrics`` (Prometheus, in-cluster;
+    the load balancer never forwards it). vLLM's own check, which guards only some prefixes,
+    stays on behind it. the chart's needs records the Secret.
+    """
+
+    name = "vllm"
+    summary = "a standalone vLLM Deployment"
+    component = COMPONENT
+
+    def kv_cache_offload(self, accelerator: Accelerator) -> bool:
+        # LMCache is built for CUDA; the Neuron image has no KV connector for it.
+        return accelerator is Accelerator.NVIDIA
+
+    def loaders(self, accelerator: Accelerator) -> frozenset[str]:
+        # The Run:ai streamer ships with the GPU image only; the Neuron image reads a directory
+        # from Mountpoint, which is also what its compile job mounts. On GPUs vLLM reads any
+        # local directory: a copied image (image) or an FSx for Lustre mount (fsx).
+        if accelerator is Accelerator.NVIDIA:
+            return frozenset({"mountpoint", "runai_streamer", "image", "fsx"})
+        return frozenset({"mountpoint"})
+
+    def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
+        reads = frozenset({"scaling.min_replicas", "scaling.max_replicas", "scaling.autoscale"})
+        return (Rule(reads, _check_scaling),)
+
+    def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        return (spec.name,)
+
+    def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
+        return VLLM_ROLLOUT_SURGE
+
+    def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
+        return spec.scaling.autoscale
+
+    def server(
+        self,
+        spec: ModelDeploymentSpec,
+        placement: Placement,
+        context: RenderContext,
+        *,
+        weights: WeightsVolume | None,
+        artifacts: MountpointVolume | None,
+        route: Route | None,
+    ) -> ChartObjects:
+        return _server(spec, placement, context, weights, artifacts, route)
+
+    def backend(self, spec: ModelDeploymentSpec) -> Backend:
+        return Backend(spec.name, HEALTH_PATH, TERMINATION_GRACE_S)
+
+    def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        return (COMPONENT,)
+
+    def metrics_targets(self, spec: ModelDeploymentSpec) -> tuple[MetricsTarget, ...]:
+        selector = {"matchLabels": selector_labels(spec, COMPONENT)}
+        return (MetricsTarget(COMPONENT, selector, HTTP_PORT_NAME),)
+
+    def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
+        if spec.on_neuron:
+            return DeploymentKind("vllm-neuron", "vLLM on Inferentia2")
+        return DeploymentKind("vllm-gpu", "vLLM on GPU")
+
+    def metrics(self, spec: ModelDeploymentSpec) -> EngineMetrics:
+        return EngineMetrics(
+            running=metrics.VLLM_REQUESTS_RUNNING,
+            waiting=(metrics.VLLM_REQUESTS_WAITING,),
+            kv_cache=metrics.VLLM_KV_CACHE_USAGE,
+            ttft=metrics.VLLM_TIME_TO_FIRST_TOKEN,
+            itl=metrics.VLLM_INTER_TOKEN_LATENCY,
+            e2e=metrics.VLLM_E2E_LATENCY,
+            prompt_tokens=metrics.VLLM_PROMPT_TOKENS,
+            generation_tokens=metrics.VLLM_GENERATION_TOKENS,
+        )
+
+    def replica_series(
+        self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
+    ) -> ReplicaSeries:
+        """Ready and wanted replicas from the Deployment; loading: running but unready pods.
+
+        A vLLM pod is loading once its container runs, so the alert allows the model load.
+        """
+        deployment = matchers(namespace=INFERENCE_NAMESPACE, deployment=spec.name)
+        namespace = matchers(namespace=INFERENCE_NAMESPACE)
+        not_ready = matchers(namespace=INFERENCE_NAMESPACE, condition="false")
+        return ReplicaSeries(
+            ready=f"sum({metrics.KSM_DEPLOYMENT_AVAILABLE.one()}{deployment})",
+            wanted=f"sum({metrics.KSM_DEPLOYMENT_SPEC_REPLICAS.one()}{deployment})",
+            loading=(
+                f"count(({metrics.KSM_CONTAINER_RUNNING.one()}{namespace} == 1)"
+                f" and on(namespace, pod) ({metrics.KSM_POD_READY.one()}{not_ready} == 1)"
+                f" and on(namespace, pod) {pods})"
+            ),
+            loading_alert_seconds=model_load_seconds(spec),
+        )
+
+    def autoscaler(self, spec: ModelDeploymentSpec) -> str:
+        if spec.scaling.autoscale:
+            return "KEDA adds a replica per quarter batch waiting (and above 80 % KV cache)"
+        return "fixed size: set scaling.autoscale to let KEDA add replicas"
+
+    def autoscaled_by_keda(self, spec: ModelDeploymentSpec) -> bool:
+        return spec.scaling.autoscale
