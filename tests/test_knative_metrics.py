@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eks_inference import metrics, names, versions
-from eks_inference.charts.knative import knative_pod_monitor
+from eks_inference.engines.kserve.knative import knative_pod_monitor
 from eks_inference.metrics import KNOWN_SERIES, Kind
 from eks_inference.specification.cold_start import cold_start
 from eks_inference.specification.platform import PlatformSpec

@@ -21,7 +21,6 @@ from eks_inference.charts.common import (
 )
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.record import ChartRecord, deployment_chart
-from eks_inference.charts.serving import serving_engine
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.signals import SCRAPE_INTERVAL_SECONDS, Signals, signals_of
 from eks_inference.specification.deployment import ModelDeploymentSpec
@@ -106,10 +105,11 @@ def autoscaling_chart(spec: ModelDeploymentSpec) -> ChartRecord:
     The Deployment leaves its replica count out of its manifest, so applying it again never
     resets what the autoscaler chose.
     """
-    if not serving_engine(spec).autoscaled_by_keda(spec):
+    if not spec.scaling.autoscale:
         raise ValueError(
-            f"deployment {spec.name!r}: a ScaledObject is only rendered for an engine "
-            "that KEDA scales (engine: vllm with scaling.autoscale: true)"
+            f"deployment {spec.name!r}: a ScaledObject is only rendered for a deployment "
+            "that asks for one (scaling.autoscale: true, on an engine that autoscales on its "
+            "queue)"
         )
     signals = signals_of(spec)
     scaled_object = api_object(

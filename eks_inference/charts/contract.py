@@ -125,6 +125,8 @@ class PlatformNeeds:
       run before they are applied and outlive them (it deletes the load balancer).
     - ``pods``: its pod templates, which some node pool's nodes must be able to run
       (see :class:`PodNeed`).
+    - ``images``: images its pods run that the CDK app builds, by name
+      (:data:`~eks_inference.serve.image.NEURON_RAY_IMAGE`).
     """
 
     namespaces: tuple[str, ...] = ()
@@ -135,6 +137,7 @@ class PlatformNeeds:
     secrets: tuple[SecretNeed, ...] = ()
     ingress_classes: tuple[str, ...] = ()
     pods: tuple[PodNeed, ...] = ()
+    images: tuple[str, ...] = ()
 
     def __add__(self, other: PlatformNeeds) -> PlatformNeeds:
         """Both sets of needs, each entry once, in the order first seen."""
@@ -147,6 +150,7 @@ class PlatformNeeds:
             secrets=_unique((*self.secrets, *other.secrets)),
             ingress_classes=_unique((*self.ingress_classes, *other.ingress_classes)),
             pods=_unique((*self.pods, *other.pods)),
+            images=_unique((*self.images, *other.images)),
         )
 
     @staticmethod

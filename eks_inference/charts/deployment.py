@@ -35,6 +35,7 @@ from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.charts.serving import serving_engine
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.artifacts import artifact_prefix
+from eks_inference.specification.capabilities import ReadsVolumesAs
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
@@ -108,7 +109,8 @@ def deployment_charts(
     """
     engine = serving_engine(spec)
     cache_gib = mountpoint_cache_gib(spec)
-    uid, gid = engine.volume_owner or (None, None)
+    owner = engine.capability(ReadsVolumesAs)
+    uid, gid = (owner.uid, owner.gid) if owner is not None else (None, None)
     policies = network_policy_chart(spec, context)
 
     def mountpoint(
@@ -155,7 +157,11 @@ def deployment_charts(
     )
     volumes = [chart for chart in (weights, artifacts) if chart is not None]
     server = deployment_chart(
-        spec, engine.component, content.objects, content.needs, after=[policies, *volumes]
+        spec,
+        engine.component,
+        content.objects,
+        content.needs + engine.platform_needs(spec),
+        after=[policies, *volumes],
     )
     return RenderedDeployment(
         spec,
@@ -219,7 +225,8 @@ def observability_charts(rendered: RenderedDeployment) -> list[ChartRecord]:
     """
     spec = rendered.spec
     charts = [monitoring_chart(spec)]
-    if serving_engine(spec).autoscaled_by_keda(spec):
+    # Validation allows autoscale only on an engine that autoscales on its queue.
+    if spec.scaling.autoscale:
         charts.append(autoscaling_chart(spec).applied_after(rendered.server))
     return charts
 

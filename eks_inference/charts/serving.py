@@ -1,13 +1,15 @@
-"""The engine extension point: the one class an engine extends, and the records it returns.
+"""The class an engine extends, and the records of what it renders.
 
-:class:`ServingEngine` adds to the spec layer's :class:`~eks_inference.specification.engines.Engine`
-(its rules, accelerators, loaders and Services) everything else that depends on the engine:
-the objects of its server chart, built with :mod:`eks_inference.charts.pod`; where the load
-balancer sends its requests (:class:`Backend`); which of its pods serve and which port
-Prometheus scrapes; the network flows of its own beyond those every deployment has; how it is
-observed (its metric vocabulary, replica series and dashboard kind); and whether it is
-autoscaled by KEDA. Every chart that differs by engine asks :func:`serving_engine`; none
-compares ``spec.engine``.
+:class:`ServingEngine` joins the spec layer's core
+(:class:`~eks_inference.specification.engines.Engine`: name, options, rules, accelerators,
+loaders, Services, capabilities) and observation's
+(:class:`~eks_inference.observability.observed.ObservedEngine`: metric names, replica series,
+alerts, panels), and adds what the engine renders: the objects of its server chart, built with
+:mod:`eks_inference.charts.pod`; where the load balancer sends its requests (:class:`Backend`);
+which of its pods serve and which port Prometheus scrapes; the network flows of its own beyond
+those every deployment has; and what it needs from the platform before anything is rendered
+(:meth:`ServingEngine.platform_needs`, which reaches the CDK layer through :func:`engine_needs`).
+Every chart that differs by engine asks :func:`serving_engine`; none compares ``spec.engine``.
 
 Nothing here imports cdk8s: an engine builds plain Kubernetes JSON, which
 :func:`eks_inference.charts.deployment.deployment_charts` wraps in a chart.
@@ -20,11 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from eks_inference.charts.common import OPENAI_PORT
+from eks_inference.charts.common import OPENAI_PORT, selector_labels
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.pod import Json
-from eks_inference.metrics import Metric
+from eks_inference.charts.server_service import HTTP_PORT_NAME
 from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.observability.observed import ObservedEngine
 from eks_inference.specification.engines import Engine, engine_of
 
 if TYPE_CHECKING:
@@ -86,86 +89,22 @@ class MetricsTarget:
     port: str
 
 
-@dataclass(frozen=True)
-class EngineMetrics:
-    """The metrics a deployment is read through: its engine's names for each quantity.
-
-    ``running`` and ``kv_cache`` are ``None`` for an engine that exports neither (Triton's vLLM
-    backend reports tokens and latencies only); its dashboards and alerts then go without
-    them rather than read a series nothing emits.
-    """
-
-    running: Metric | None
-    waiting: tuple[Metric, ...]
-    kv_cache: Metric | None
-    ttft: Metric
-    itl: Metric
-    e2e: Metric
-    prompt_tokens: Metric
-    generation_tokens: Metric
-
-
-@dataclass(frozen=True)
-class EngineAlert:
-    """An alert of the engine's own, beside those every deployment gets (PromQL ``expr``)."""
-
-    name: str
-    expr: str
-    for_seconds: int
-    severity: str
-    summary: str
-    description: str
-
-
-@dataclass(frozen=True)
-class EnginePanel:
-    """A dashboard panel of the engine's own: ``series`` are (PromQL, legend) pairs."""
-
-    title: str
-    description: str
-    unit: str
-    series: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True)
-class ReplicaSeries:
-    """PromQL for a deployment's replicas: ready, wanted, loading, and the loading alert.
-
-    ``loading_alert_seconds`` is how long a replica may load before an alert fires: from when
-    the series counts it as loading, so it covers what the engine's own series cover.
-    """
-
-    ready: str
-    wanted: str
-    loading: str
-    loading_alert_seconds: int
-
-
-@dataclass(frozen=True)
-class DeploymentKind:
-    """A deployment's engine on its accelerator: its dashboard's tag and title."""
-
-    tag: str
-    display_name: str
-
-
-class ServingEngine(Engine):
+class ServingEngine(Engine, ObservedEngine):
     """An engine: everything about a deployment that depends on what serves it.
 
     A subclass sets :attr:`name`, :attr:`summary` and :attr:`component`, implements the
-    abstract methods, overrides what differs from the defaults (Mountpoint volumes owned by
-    root, no flows of its own, no KEDA autoscaler, no image built by the CDK app), and is
-    registered once: ``ENGINES.register(MyEngine())`` (built-ins: in
-    :mod:`eks_inference.engines`). ``docs/adding-an-engine.md`` walks through one.
+    abstract methods (:meth:`services`, :meth:`server`, :meth:`backend`, and observation's
+    :meth:`kind`, :meth:`metrics`, :meth:`replica_series`, :meth:`autoscaler`), lists what only
+    it does among its :attr:`capabilities`, overrides what differs from the defaults (one
+    serving component, scraped on its ``http`` port; no flows of its own; nothing needed from
+    the platform before rendering), and is registered once: ``ENGINES.register(MyEngine())``
+    (built-ins: :mod:`eks_inference.engines.built_in`). ``docs/adding-an-engine.md`` walks
+    through one.
     """
 
-    #: Role of its server chart (``<deployment>-<component>``).
+    #: Role of its server chart (``<deployment>-<component>``), and the component label of
+    #: its serving pods unless :meth:`server_components` says otherwise.
     component: ClassVar[str]
-    #: (uid, gid) its pods read Mountpoint volumes as, when not root.
-    volume_owner: ClassVar[tuple[int, int] | None] = None
-    #: CRDs of the objects its server chart renders that an optional add-on installs (the
-    #: reference stack adds the add-on providing them only when a deployment needs them).
-    custom_resources: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def server(
@@ -189,39 +128,17 @@ class ServingEngine(Engine):
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
         """Where the load balancer sends ``spec``'s requests."""
 
-    @abstractmethod
     def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         """Component labels of the pods that serve the OpenAI port and expose metrics."""
+        return (self.component,)
 
-    @abstractmethod
     def metrics_targets(self, spec: ModelDeploymentSpec) -> tuple[MetricsTarget, ...]:
-        """The pods and named port Prometheus scrapes."""
-
-    @abstractmethod
-    def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
-        """The deployment's kind: its dashboard's tag and title."""
-
-    @abstractmethod
-    def metrics(self, spec: ModelDeploymentSpec) -> EngineMetrics:
-        """The engine's names for the quantities every dashboard and alert reads."""
-
-    @abstractmethod
-    def replica_series(
-        self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
-    ) -> ReplicaSeries:
-        """PromQL for ready, wanted and loading replicas of ``spec``.
-
-        ``selector`` holds the label matchers of the deployment's series, ``pods`` an
-        expression with one series per pod of the deployment (``kube_pod_labels``), to join.
-        """
-
-    @abstractmethod
-    def autoscaler(self, spec: ModelDeploymentSpec) -> str:
-        """What scales ``spec`` and on what, in one sentence for the plan and dashboards."""
-
-    def queue_threshold(self, per_replica: int, alert: int) -> str:
-        """The queue thresholds the platform acts on, as the plan's watch list shows them."""
-        return f"> {per_replica} per replica scales out; alert above {alert} and rising"
+        """The pods and named port Prometheus scrapes: each serving component's pods, on the
+        port named ``http``."""
+        return tuple(
+            MetricsTarget(c, {"matchLabels": selector_labels(spec, c)}, HTTP_PORT_NAME)
+            for c in self.server_components(spec)
+        )
 
     def network_policies(
         self, spec: ModelDeploymentSpec, labels: Mapping[str, str], servers: Json
@@ -229,27 +146,10 @@ class ServingEngine(Engine):
         """NetworkPolicies of the engine's own flows (``servers`` selects its serving pods)."""
         return []
 
-    def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
-        """Alerts on the engine's own metrics, beside every deployment's four."""
-        return ()
-
-    def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
-        """A dashboard row of panels on the engine's own metrics, below every deployment's."""
-        return ()
-
-    def autoscaled_by_keda(self, spec: ModelDeploymentSpec) -> bool:
-        """Whether ``spec`` gets a KEDA ScaledObject on its queue depth and KV-cache use."""
-        return False
-
-    def scale_to_zero_delay_seconds(self, spec: ModelDeploymentSpec) -> int:
-        """With ``scales_to_zero``: seconds from the last request until the last replica's
-        pod is gone, freeing its node (an idle stretch shorter than this saves nothing).
-        An engine that keeps a replica after its traffic stops says how long; default 0."""
-        return 0
-
-    def needs_neuron_ray_image(self, spec: ModelDeploymentSpec) -> bool:
-        """Whether ``spec``'s pods run the Ray + Neuron image the CDK app builds."""
-        return False
+    def platform_needs(self, spec: ModelDeploymentSpec) -> PlatformNeeds:
+        """What ``spec``'s objects need from the platform before any is rendered: the CRDs of
+        an optional add-on, an image the CDK app builds. Added to the server chart's needs."""
+        return PlatformNeeds()
 
 
 def serving_engine(spec: ModelDeploymentSpec) -> ServingEngine:
@@ -261,3 +161,9 @@ def serving_engine(spec: ModelDeploymentSpec) -> ServingEngine:
             "renders nothing; engines extend eks_inference.charts.serving.ServingEngine"
         )
     return engine
+
+
+def engine_needs(spec: ModelDeploymentSpec) -> PlatformNeeds:
+    """What the engine of ``spec`` needs from the platform before its objects are rendered:
+    how the CDK layer learns which add-ons and images a deployment needs."""
+    return serving_engine(spec).platform_needs(spec)

@@ -29,7 +29,7 @@ from eks_inference.charts.deployment import (
     observability_charts,
 )
 from eks_inference.charts.record import ChartRecord
-from eks_inference.charts.serving import serving_engine
+from eks_inference.charts.serving import engine_needs
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.constructs._stacks import (
     outermost_stack,
@@ -42,6 +42,7 @@ from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
 from eks_inference.constructs.lustre import ModelFileSystem
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.serve.image import (
+    NEURON_RAY_IMAGE,
     NEURON_RAY_IMAGE_CONTEXT,
     neuron_ray_build_args,
     neuron_ray_image_hash,
@@ -229,7 +230,7 @@ class ModelDeployment(Construct):
         self.region = _literal_region(stack, region)
         self.neuron_ray_image: str | None = (
             NeuronRayImage.of(stack).image_uri
-            if serving_engine(spec).needs_neuron_ray_image(spec)
+            if NEURON_RAY_IMAGE in engine_needs(spec).images
             else None
         )
         self.file_system: ModelFileSystem | None = None

@@ -5,7 +5,7 @@ autoscaler (:mod:`eks_inference.charts.autoscaling`), the Grafana dashboards
 (:mod:`eks_inference.observability.dashboards`) and ``eks-inference plan`` all read
 :func:`signals_of`, so a threshold on a dashboard is the threshold an alert fires at and the
 plan prints. The metric names and the replica series are the engine's
-(:class:`~eks_inference.charts.serving.ServingEngine`); every query only names metrics
+(:class:`~eks_inference.observability.observed.ObservedEngine`); every query only names metrics
 of :mod:`eks_inference.metrics` (checked when it is built).
 
 Series are selected by :data:`DEPLOYMENT_LABEL`, which the deployment's PodMonitors copy from
@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 
 from eks_inference import metrics, names
-from eks_inference.charts.serving import DeploymentKind, serving_engine
 from eks_inference.metrics import Metric, require_known
+from eks_inference.observability.observed import DeploymentKind, observed_engine
 from eks_inference.specification import startup_budget as load_budget
 from eks_inference.specification.deployment import ModelDeploymentSpec
 
@@ -201,7 +201,7 @@ def signals_of(spec: ModelDeploymentSpec) -> Signals:
     - **Cost**: the catalog's on-demand price per node-hour (the plan's price), times the
       nodes the ready replicas occupy, over the generated tokens.
     """
-    engine = serving_engine(spec)
+    engine = observed_engine(spec)
     vocabulary = engine.metrics(spec)
     labels = {DEPLOYMENT_LABEL: spec.name}
     selector = matchers(**labels)

@@ -1,6 +1,7 @@
 """What a deployment that scales to zero makes its first request wait, and saves while idle.
 
-A deployment scales to zero when its engine can (``scales_to_zero``: KServe, Ray Serve) and
+A deployment scales to zero when its engine can (the
+:class:`~eks_inference.specification.capabilities.ScalesToZero` capability: KServe, Ray Serve) and
 ``scaling.min_replicas`` is 0. For each, the plan states:
 
 - **the expected cold start**: the deployment's own cold start with its loader, the one
@@ -16,7 +17,7 @@ A deployment scales to zero when its engine can (``scales_to_zero``: KServe, Ray
 - **what a day saves**: that, times the hours a day the deployment spends at zero. A day is
   taken to hold ``idle_hours`` without requests in one stretch (overnight, say); the
   deployment reaches zero only once its engine has let the last replica go
-  (:meth:`~eks_inference.charts.serving.ServingEngine.scale_to_zero_delay_seconds`:
+  (:attr:`~eks_inference.specification.capabilities.ScalesToZero.delay_seconds`:
   Knative's retention period, or Ray Serve's downscale delay and the Ray autoscaler's idle
   timeout), so that much of the stretch saves nothing. The node provisioner removes the
   emptied node some minutes later still (Karpenter's ``consolidateAfter``, the Cluster
@@ -38,8 +39,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eks_inference.catalog import sizing
-from eks_inference.charts.serving import serving_engine
 from eks_inference.ops.errors import BadInput
+from eks_inference.specification.capabilities import ScalesToZero
+from eks_inference.specification.engines import engine_of
 
 if TYPE_CHECKING:
     from eks_inference.specification.cold_start import ColdStart
@@ -91,9 +93,17 @@ class ScaleToZero:
         }
 
 
+def _idle_delay(spec: ModelDeploymentSpec) -> ScalesToZero | None:
+    """How ``spec``'s engine scales it to zero, when it runs no replica while idle (the
+    engine can, and min_replicas is 0)."""
+    if spec.scaling.min_replicas > 0:
+        return None
+    return engine_of(spec).capability(ScalesToZero)
+
+
 def scales_to_zero(spec: ModelDeploymentSpec) -> bool:
     """Whether ``spec`` runs no replica while idle: its engine can, and min_replicas is 0."""
-    return serving_engine(spec).scales_to_zero and spec.scaling.min_replicas == 0
+    return _idle_delay(spec) is not None
 
 
 def require_idle_hours(value: float) -> float:
@@ -114,12 +124,13 @@ def scale_to_zero(
 ) -> ScaleToZero | None:
     """The scale-to-zero figures of ``spec`` (``None`` unless it scales to zero), from its
     own ``cold_start`` and its pool's ``node_price_per_hour``."""
-    if not scales_to_zero(spec):
+    capability = _idle_delay(spec)
+    if capability is None:
         return None
     return ScaleToZero(
         cold_start_seconds=cold_start.total_seconds,
         loader=cold_start.loader,
-        delay_seconds=serving_engine(spec).scale_to_zero_delay_seconds(spec),
+        delay_seconds=capability.delay_seconds(spec),
         nodes_per_replica=sizing.nodes_needed(1, spec.replicas_per_node),
         node_price_per_hour=node_price_per_hour,
         idle_hours_per_day=require_idle_hours(idle_hours),

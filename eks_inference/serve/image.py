@@ -28,6 +28,8 @@ NEURON_RAY_IMAGE_CONTEXT: Path = Path(__file__).parent / "image"
 
 # The CDK default synthesizer's qualifier and container-asset repository naming.
 CDK_DEFAULT_QUALIFIER = "hnb659fds"
+# The name a chart's needs give this image by, when its pods run it (the CDK app builds it).
+NEURON_RAY_IMAGE = "neuron-ray"
 
 ACCOUNT_PLACEHOLDER = "ACCOUNT_ID"
 """Written in place of the account when none is known; substitute it before applying."""

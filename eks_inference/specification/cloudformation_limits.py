@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from eks_inference.catalog import Accelerator
 from eks_inference.specification.artifacts import artifact_prefix
+from eks_inference.specification.capabilities import ServesModelRepository
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint
 from eks_inference.specification.engines import engine_of
@@ -217,14 +218,16 @@ def _node_pools_use(
 def mounted_prefixes(deployments: Iterable[ModelDeploymentSpec]) -> list[str]:
     """The bucket prefixes the Mountpoint driver is granted, in grant order, each once: the
     weights of deployments loading through Mountpoint, compiled Neuron artifacts, and what
-    else an engine mounts (:meth:`~eks_inference.specification.engines.Engine.mounted_prefixes`)."""
+    else an engine with a model repository mounts
+    (:class:`~eks_inference.specification.capabilities.ServesModelRepository`)."""
     prefixes: dict[str, None] = {}
     for spec in deployments:
         if spec.weights.loader == "mountpoint":
             prefixes.setdefault(spec.weights.prefix)
         if spec.has_compiled_artifacts:
             prefixes.setdefault(artifact_prefix(spec))
-        for prefix in engine_of(spec).mounted_prefixes(spec):
+        repository = engine_of(spec).capability(ServesModelRepository)
+        for prefix in repository.mounted_prefixes(spec) if repository is not None else ():
             prefixes.setdefault(prefix)
     return list(prefixes)
 

@@ -35,25 +35,20 @@ from eks_inference.catalog import (
     by_size,
     sizing,
 )
-from eks_inference.engines.kserve.options import Serverless
-from eks_inference.engines.triton.options import TritonOptions
 from eks_inference.specification.endpoints import DeploymentEndpoint
-from eks_inference.specification.engines import (
-    EngineName,
-    engine_fields_problem,
-    engine_of,
+from eks_inference.specification.engine_rules import (
+    FIELD_NEED_RULES,
     engine_rules,
-    scale_to_zero_problem,
-    serverless_settings_problem,
     supported_accelerator_problem,
     supported_loader_problem,
 )
-from eks_inference.specification.kv_serving import (
-    Disaggregation,
-    KvCacheOffload,
-    check_disaggregation_engine,
-    check_kv_cache,
+from eks_inference.specification.engines import (
+    EngineName,
+    EngineOptions,
+    engine_of,
+    options_by_engine,
 )
+from eks_inference.specification.kv_serving import Disaggregation, KvCacheOffload, check_kv_cache
 from eks_inference.specification.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
 from eks_inference.specification.validation import Problems, Rule, rule_error, validate_with_rules
 from eks_inference.specification.weights import Weights
@@ -161,12 +156,14 @@ class Scaling(BaseModel):
 
     ``target_ongoing_requests`` defaults to three quarters of ``max_num_seqs``: a replica
     scales out before its batch is full, so requests rarely wait in a queue. ``autoscale``
-    applies to ``engine: vllm`` only (Ray Serve always scales between the bounds): it gives
-    the Deployment a KEDA autoscaler on the engine's queue depth and KV-cache use, fed by the
-    cluster's Prometheus. Off by default, so a standalone Deployment stays a fixed size
-    unless the metrics pipeline is asked for. ``min_replicas: 0`` is for engines that scale
-    to zero (Ray Serve, KServe); ``serverless`` holds the Knative settings of ``engine:
-    kserve`` (:class:`~eks_inference.engines.kserve.options.Serverless`).
+    applies to engines with the
+    :class:`~eks_inference.specification.capabilities.QueueAutoscaling` capability (standalone
+    vLLM; Ray Serve and KServe always scale between the bounds): it gives the servers a KEDA
+    autoscaler on the engine's queue depth and KV-cache use, fed by the cluster's Prometheus.
+    Off by default, so a standalone Deployment stays a fixed size unless the metrics pipeline
+    is asked for. ``min_replicas: 0`` is for engines with the
+    :class:`~eks_inference.specification.capabilities.ScaleToZero` capability (Ray Serve,
+    KServe).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -176,13 +173,9 @@ class Scaling(BaseModel):
     target_ongoing_requests: int | None = Field(default=None, ge=1, le=MAX_NUM_SEQS)
     autoscale: bool = Field(
         default=False,
-        description="engine: vllm only: scale the Deployment between min_replicas and "
-        "max_replicas with KEDA on queue depth and KV-cache use (Prometheus).",
-    )
-    serverless: Serverless = Field(
-        default_factory=Serverless,
-        description="Engines on Knative (engine: kserve) only: scale-to-zero retention, "
-        "initial replicas, progress deadline and request timeout.",
+        description="Engines that scale on their queue (engine: vllm): scale the servers "
+        "between min_replicas and max_replicas with KEDA on queue depth and KV-cache use "
+        "(Prometheus).",
     )
 
     @model_validator(mode="after")
@@ -249,7 +242,9 @@ class ModelDeploymentSpec(BaseModel):
         neuron: {compiled_artifacts_prefix: neuron-artifacts/}
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_extra=lambda schema: options_by_engine(schema)
+    )
 
     name: str = Field(
         pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
@@ -259,14 +254,17 @@ class ModelDeploymentSpec(BaseModel):
     model: CatalogOrExplicitModel
     instance_type: AcceleratorInstanceType
     engine: EngineName = "rayservice"
+    options: EngineOptions = Field(
+        default=None,
+        validate_default=True,
+        description="The engine's own options, as its options model types them (engine: "
+        "triton: the model repository it serves; engine: kserve: the Knative settings).",
+    )
     tensor_parallel_size: PositiveInt = 1
     limits: Limits = Limits()
     scaling: Scaling = Scaling()
     weights: Weights
     neuron: NeuronOptions | None = None
-    triton: TritonOptions | None = Field(
-        default=None, description="engine: triton only: the model repository it serves."
-    )
     endpoint: DeploymentEndpoint = Field(
         default_factory=DeploymentEndpoint,
         description="Whether and where the deployment is reached on the platform's load "
@@ -552,12 +550,9 @@ def _rule(
 _LIMITS_SIZED = "limits.max_model_len limits.max_num_seqs limits.gpu_memory_utilization"
 _RULES = (
     _rule("engine instance_type", supported_accelerator_problem),
-    _rule("engine triton", engine_fields_problem),
     _rule("model limits.max_model_len", _check_context_length),
     _rule(f"model instance_type tensor_parallel_size {_LIMITS_SIZED}", _check_fit),
     _rule("weights.loader engine instance_type", supported_loader_problem),
-    _rule("engine scaling.min_replicas", scale_to_zero_problem),
-    _rule("engine scaling.serverless", serverless_settings_problem),
     _rule("weights.loader model", image_size_problem),
     _rule("weights.cache_gib instance_type", mountpoint_cache_problem),
     _rule("instance_type limits.gpu_memory_utilization", _check_gpu_only_limits),
@@ -575,7 +570,7 @@ _RULES = (
         _check_poor_compile_architecture,
     ),
     _rule("kv_cache engine instance_type model tensor_parallel_size", check_kv_cache),
-    _rule("disaggregation engine", check_disaggregation_engine),
+    *FIELD_NEED_RULES,
 )
 
 

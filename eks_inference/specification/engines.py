@@ -1,35 +1,52 @@
-"""The engine extension point as the spec layer sees it: one registry, one base class.
+"""The engine extension point as the spec layer sees it: the core interface and the one registry.
 
 An engine is what serves a deployment's model (``engine: vllm``, ``engine: rayservice``). Each
-is one class, written once, in one module of :mod:`eks_inference.engines`: it says which
-``engine`` value it answers to and everything about a deployment that depends on it. This
-module holds the part of that class the spec layer reads (the engine's own rules, the
-accelerators and loaders it runs with, the Services it creates, the replicas a rollout adds),
-so that a spec validates without rendering anything; the charts layer's
-:class:`~eks_inference.charts.serving.ServingEngine` adds what the engine renders and
-how it is observed.
+is one package of :mod:`eks_inference.engines`, whose engine class says which ``engine`` value
+it answers to and everything about a deployment that depends on it. This module holds the part
+of that class the spec layer reads, kept small:
+
+- what it is: :attr:`Engine.name`, :attr:`Engine.summary`, the accelerators it runs on and why
+  not on the others, the weights loaders it reads with;
+- its own options (:attr:`Engine.options`, a pydantic model validated as the spec's ``options``
+  and offered in ``eks-inference schema``) and its own rules (:meth:`Engine.rules`);
+- the Services it creates and the replicas a rollout adds (for the platform's checks);
+- what only some engines do, as capability objects (:attr:`Engine.capabilities`, the types in
+  :mod:`eks_inference.specification.capabilities`), asked for by type with
+  :meth:`Engine.capability`.
+
+The charts layer's :class:`~eks_inference.charts.serving.ServingEngine` adds what the engine
+renders, and :class:`~eks_inference.observability.observed.ObservedEngine` how it is observed.
 
 :data:`ENGINES` is the one registry, and :func:`engine_of` the one place that dispatches on
-``spec.engine``: no other code compares the value. The built-in engines are registered when
-the package is imported; another engine is registered with ``ENGINES.register(MyEngine())``
-before the specs naming it are validated (see ``docs/adding-an-engine.md``). The package root
-tells the registry how to load the built-ins (:meth:`EngineRegistry.load_built_ins_with`), so
-this layer imports no engine module.
+``spec.engine``: no other code compares the value. The built-in engines are registered on the
+registry's first use; another engine is registered with ``ENGINES.register(MyEngine())`` before
+the specs naming it are validated (see ``docs/adding-an-engine.md``). The package root tells the
+registry how to load the built-ins (:meth:`EngineRegistry.load_built_ins_with`), so this layer
+imports no engine package.
 """
 
 from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Annotated, ClassVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 
-from pydantic import AfterValidator, GetJsonSchemaHandler
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    GetJsonSchemaHandler,
+    SerializeAsAny,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from eks_inference.catalog import Accelerator
-from eks_inference.specification.validation import Problems, Rule, rule_error
+from eks_inference.specification.capabilities import Capability
+from eks_inference.specification.validation import Rule, required_fields, rule_error
 
 if TYPE_CHECKING:
     from eks_inference.specification.deployment import ModelDeploymentSpec
@@ -42,14 +59,18 @@ MOUNTPOINT = "mountpoint"
 # The OpenAI API, ``/v1`` and below: the path every engine's servers answer clients on.
 OPENAI_API_PATH = "/v1"
 
+CapabilityT = TypeVar("CapabilityT", bound=Capability)
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
 
 class Engine(ABC):
     """What an engine decides about a deployment before anything is rendered.
 
-    Subclasses set :attr:`name` and :attr:`summary`, and override what differs from the
-    defaults: an engine runs on every accelerator, reads weights through Mountpoint only, has
-    no rules of its own and rolls out one extra replica at a time. The charts layer's
-    :class:`~eks_inference.charts.serving.ServingEngine` is the class engines extend.
+    Subclasses set :attr:`name` and :attr:`summary`, implement :meth:`services`, and override
+    what differs from the defaults: an engine runs on every accelerator, reads weights through
+    Mountpoint only, has no options, rules or capabilities of its own and rolls out one extra
+    replica at a time. The charts layer's :class:`~eks_inference.charts.serving.ServingEngine`
+    is the class engines extend.
     """
 
     #: The ``engine`` value of the specs this engine serves.
@@ -60,26 +81,18 @@ class Engine(ABC):
     accelerators: ClassVar[frozenset[Accelerator]] = frozenset(
         {Accelerator.NEURON, Accelerator.NVIDIA}
     )
-    #: Whether it serves prefill and decode on separate workers (``disaggregation``).
-    disaggregates: ClassVar[bool] = False
-
-    def kv_cache_offload(self, accelerator: Accelerator) -> bool:
-        """Whether it offloads the KV cache with LMCache (``kv_cache``) on ``accelerator``."""
-        return False
+    #: Why it does not serve on an accelerator it lacks, for the error refusing it.
+    not_served_on: ClassVar[Mapping[Accelerator, str]] = {}
+    #: What only some engines do, each an object of a
+    #: :mod:`~eks_inference.specification.capabilities` type.
+    capabilities: ClassVar[tuple[Capability, ...]] = ()
+    #: The model of its own options, the spec's ``options`` (``None``: it has none). Every
+    #: field needs a default unless the engine cannot serve without it.
+    options: ClassVar[type[BaseModel] | None] = None
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
         """The ``weights.loader`` values it reads weights with on ``accelerator``."""
         return frozenset({MOUNTPOINT})
-
-    def mounted_prefixes(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        """Bucket prefixes its servers mount through Mountpoint beside the weights (Triton's
-        framework models' files), which the Mountpoint driver is granted."""
-        return ()
-
-    def own_fields(self) -> frozenset[str]:
-        """Fields of the spec only this engine reads (``triton``): set on a spec naming
-        another engine, they would be ignored, so they are refused there."""
-        return frozenset()
 
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
         """Its own rules across the spec's fields, each with the fields it reads.
@@ -97,20 +110,6 @@ class Engine(ABC):
         (the charts, or an operator such as KubeRay).
         """
 
-    def served_model_names(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        """The model names clients send in requests (``model``): the Hugging Face id."""
-        return (spec.model.id,)
-
-    def api_paths(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        """The path prefixes the load balancer forwards to ``spec``'s servers: the OpenAI API.
-
-        Each is one listener rule of the platform's load balancer (the deployment's route
-        holds them, :attr:`~eks_inference.specification.routes.Route.api_paths`, and validation
-        counts
-        them against the load balancer's quota); every one must be behind the API key.
-        """
-        return (OPENAI_API_PATH,)
-
     def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
         """Replicas a rollout runs beside the current ones; the node pool must hold them."""
         return 1
@@ -119,15 +118,17 @@ class Engine(ABC):
         """Whether something changes the replica count between the scaling bounds."""
         return spec.scaling.min_replicas != spec.scaling.max_replicas
 
-    #: Whether ``scaling.min_replicas: 0`` works: something outside the model's replicas
-    #: holds the first request while a replica starts (Ray Serve's proxy, Knative's activator).
-    scales_to_zero: ClassVar[bool] = False
-    #: Whether the engine runs as Knative revisions and reads ``scaling.serverless``.
-    runs_on_knative: ClassVar[bool] = False
-
-    def unsupported_reason(self, accelerator: Accelerator) -> str | None:
-        """Why the engine does not run on ``accelerator``, for the error refusing it."""
+    def capability(self, kind: type[CapabilityT]) -> CapabilityT | None:
+        """The capability of type ``kind`` this engine provides, if it provides one."""
+        for capability in self.capabilities:
+            if isinstance(capability, kind):
+                return capability
         return None
+
+    def serves(self, kind: type[Capability], spec: ModelDeploymentSpec) -> bool:
+        """Whether this engine has capability ``kind`` and does it for ``spec``."""
+        capability = self.capability(kind)
+        return capability is not None and capability.serves(spec)
 
 
 class EngineRegistry:
@@ -225,131 +226,91 @@ EngineName = Annotated[str, AfterValidator(_registered), _RegisteredNames()]
 """The name of a registered engine (see :data:`ENGINES`)."""
 
 
-def engine_rules(spec: ModelDeploymentSpec) -> tuple[Rule[ModelDeploymentSpec], ...]:
-    """The rules of the engine ``spec`` names, each reading ``engine`` too; none if unknown.
+def engine_options(spec: ModelDeploymentSpec, model: type[OptionsT]) -> OptionsT:
+    """``spec.options``, as the options model of the engine that reads them.
 
-    ``spec`` may be a partial model whose ``engine`` failed validation and is then unset.
+    For an engine's own code: its options are validated as ``model`` whenever a spec names it,
+    so anything else is a spec of another engine handed to the wrong code.
     """
-    name = getattr(spec, "engine", None)
+    options = spec.options
+    if not isinstance(options, model):
+        raise TypeError(
+            f"deployment {spec.name!r} (engine {spec.engine}) has no {model.__name__} options"
+        )
+    return options
+
+
+def _validated_options(
+    value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+) -> BaseModel | None:
+    """The ``options`` of a spec, validated as the options model of the engine it names.
+
+    Absent options are the model's defaults (an error naming each required option, for an
+    engine that cannot serve without them). With no valid engine beside them (the ``engine``
+    field failed, or the field is validated on its own), there is nothing to validate them as:
+    they are refused, which only keeps rules from reading them.
+    """
+    name = info.data.get("engine") if info.data else None
     engine = ENGINES.get(name) if isinstance(name, str) else None
     if engine is None:
-        return ()
-    return tuple(Rule(rule.reads | {"engine"}, rule.check) for rule in engine.rules())
+        raise rule_error("options are validated against the deployment's engine")
+    model = engine.options
+    if model is None:
+        if value is None:
+            return None
+        offering = [e.name for e in ENGINES if e.options is not None]
+        raise rule_error(
+            f"engine {engine.name} has no options; remove options"
+            + (f" (engines with options: {', '.join(offering)})" if offering else "")
+        )
+    if isinstance(value, model):
+        return value
+    required = required_fields(model)
+    if value is None and required:
+        raise rule_error(
+            f"engine {engine.name} needs its options: add options with {', '.join(required)}"
+        )
+    return model.model_validate({} if value is None else value)
 
 
-def supported_loader_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    """The weights loader must be one the engine reads weights with on the instance's
-    accelerator; the fix names the engines and accelerators that do support it."""
-    loader = spec.weights.loader
-    engine = engine_of(spec)
-    if loader in engine.loaders(spec.accelerator):
-        return
-    supporting = [
-        (other.name, accelerator)
-        for other in ENGINES
-        for accelerator in sorted(other.accelerators)
-        if loader in other.loaders(accelerator)
+class _OptionsOfEachEngine:
+    """The JSON schema of ``options``: the options model of each registered engine, each
+    marked with the engine it belongs to (``x-engine``), for the spec's conditional schema."""
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        choices: list[JsonSchemaValue] = [
+            {**handler(engine.options.__pydantic_core_schema__), "x-engine": engine.name}
+            for engine in ENGINES
+            if engine.options is not None
+        ]
+        return {
+            "anyOf": [*choices, {"type": "null"}],
+            "default": None,
+            "description": "The engine's own options: the model of the engine that engine "
+            "names (each choice's x-engine); engines without options take none.",
+        }
+
+
+EngineOptions = Annotated[
+    SerializeAsAny[BaseModel] | None, WrapValidator(_validated_options), _OptionsOfEachEngine()
+]
+"""A spec's ``options``: an instance of the options model of the engine it names."""
+
+
+def options_by_engine(schema: dict[str, Any]) -> None:
+    """Add to a spec's JSON schema one ``if engine is X then options is X's model`` per engine,
+    from the choices of its ``options`` property (for editors that check a file as it is
+    written)."""
+    choices = schema.get("properties", {}).get("options", {}).get("anyOf", [])
+    conditions = [
+        {
+            "if": {"properties": {"engine": {"const": choice["x-engine"]}}},
+            "then": {"properties": {"options": {"$ref": choice["$ref"]}}},
+        }
+        for choice in choices
+        if "x-engine" in choice and "$ref" in choice
     ]
-    where = (
-        f"works only for {_engines_on(supporting)}"
-        if supporting
-        else "is supported by no registered engine"
-    )
-    usable = sorted(engine.loaders(spec.accelerator))
-    problems.add(
-        ("weights", "loader"),
-        f"{loader} {where}; use loader: {' or '.join(usable)} here",
-        loader,
-    )
-
-
-def _engines_on(pairs: list[tuple[str, Accelerator]]) -> str:
-    """``engine: vllm on a GPU instance``, for the (engine, accelerator) pairs given."""
-    by_engine: dict[str, list[Accelerator]] = {}
-    for name, accelerator in pairs:
-        by_engine.setdefault(name, []).append(accelerator)
-    phrases = []
-    for name, accelerators in by_engine.items():
-        if set(accelerators) >= {Accelerator.NEURON, Accelerator.NVIDIA}:
-            phrases.append(f"engine: {name}")
-        else:
-            on = " or ".join(_INSTANCE_KIND[a] for a in accelerators)
-            phrases.append(f"engine: {name} on {on}")
-    return ", ".join(phrases)
-
-
-_INSTANCE_KIND: dict[Accelerator, str] = {
-    Accelerator.NVIDIA: "a GPU instance",
-    Accelerator.NEURON: "an Inferentia2 instance",
-    Accelerator.NONE: "a CPU instance",
-}
-
-
-def engine_fields_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    """A field another engine owns (:meth:`Engine.own_fields`) is not set on this spec."""
-    engine = engine_of(spec)
-    for other in ENGINES:
-        for field in sorted(other.own_fields() - engine.own_fields()):
-            if getattr(spec, field, None) is not None:
-                problems.add(
-                    (field,),
-                    f"{field} applies only to engine: {other.name}, not {engine.name}; remove "
-                    f"it, or use engine: {other.name}",
-                )
-
-
-def supported_accelerator_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    """The engine must run on the instance type's accelerator."""
-    engine = engine_of(spec)
-    if spec.accelerator in engine.accelerators:
-        return
-    kinds = " or ".join(_INSTANCE_KIND[a] for a in sorted(engine.accelerators))
-    others = [e.name for e in ENGINES if spec.accelerator in e.accelerators]
-    reason = engine.unsupported_reason(spec.accelerator)
-    problems.add(
-        ("engine",),
-        f"engine {engine.name} ({engine.summary}) runs only on {kinds}, not "
-        f"{spec.instance_type}{f' ({reason})' if reason else ''}; use another instance type, "
-        f"or engine: {' or '.join(others)}",
-        spec.engine,
-    )
-
-
-def scale_to_zero_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    """``scaling.min_replicas: 0`` only for an engine that scales to zero."""
-    engine = engine_of(spec)
-    if spec.scaling.min_replicas > 0 or engine.scales_to_zero:
-        return
-    able = [e.name for e in ENGINES if e.scales_to_zero]
-    problems.add(
-        ("scaling", "min_replicas"),
-        f"engine {engine.name} ({engine.summary}) does not scale to zero: nothing would hold "
-        "the first request while a replica starts; set min_replicas >= 1"
-        + (f", or use engine: {' or '.join(able)}" if able else ""),
-        spec.scaling.min_replicas,
-    )
-
-
-def serverless_settings_problem(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    """``scaling.serverless`` only for an engine that runs as Knative revisions.
-
-    A setting equal to its default is not refused, so that a spec copied through
-    ``model_dump()`` (which writes every default out) stays valid.
-    """
-    engine = engine_of(spec)
-    serverless = spec.scaling.serverless
-    defaults = type(serverless)()
-    given = sorted(
-        name
-        for name in serverless.model_fields_set
-        if getattr(serverless, name) != getattr(defaults, name)
-    )
-    if engine.runs_on_knative or not given:
-        return
-    knative = [e.name for e in ENGINES if e.runs_on_knative]
-    problems.add(
-        ("scaling", "serverless"),
-        f"engine {engine.name} ({engine.summary}) does not run on Knative, so "
-        f"scaling.serverless ({', '.join(given)}) would do nothing; remove it"
-        + (f", or use engine: {' or '.join(knative)}" if knative else ""),
-    )
+    if conditions:
+        schema["allOf"] = conditions

@@ -4,15 +4,14 @@ Two options of a GPU deployment, typed here with the rules every engine shares:
 
 - ``kv_cache`` (:class:`KvCacheOffload`): LMCache keeps KV blocks the GPU evicts in a CPU tier
   of host memory and, with ``cpu+disk``, a disk tier on the node's local NVMe, so a prompt whose
-  prefix was seen before is read back instead of recomputed. The engine must serve vLLM with
-  LMCache (:meth:`~eks_inference.specification.engines.Engine.kv_cache_offload`); the CPU tier is
-  added
-  to the server's memory request and must fit the node's share of a replica; the disk tier
-  needs an instance type with local NVMe in the catalog and must fit it.
+  prefix was seen before is read back instead of recomputed. The engine must have the
+  :class:`~eks_inference.specification.capabilities.OffloadsKvCache` capability; the CPU tier
+  is added to the server's memory request and must fit the node's share of a replica; the disk
+  tier needs an instance type with local NVMe in the catalog and must fit it.
 - ``disaggregation`` (:class:`Disaggregation`): prefill and decode workers in separate groups,
-  each with its replicas and tensor-parallel degree; only an engine that disaggregates accepts
-  it (:attr:`~eks_inference.specification.engines.Engine.disaggregates`), and checks the graph's
-  topology with its own rules.
+  each with its replicas and tensor-parallel degree; only an engine with the
+  :class:`~eks_inference.specification.capabilities.DisaggregatesPrefill` capability accepts
+  it, and checks the graph's topology with its own rules.
 """
 
 from __future__ import annotations
@@ -22,7 +21,8 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType, sizing
-from eks_inference.specification.engines import ENGINES, engine_of
+from eks_inference.specification.capabilities import OffloadsKvCache
+from eks_inference.specification.engines import engine_of
 from eks_inference.specification.validation import Problems
 
 if TYPE_CHECKING:
@@ -126,19 +126,12 @@ def replica_memory_mib(spec: ModelDeploymentSpec) -> int:
 
 
 def check_kv_cache(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    """The engine serves LMCache here; the CPU tier fits the node's memory, the disk its NVMe."""
+    """The CPU tier fits the node's memory, the disk tier its NVMe."""
     offload = spec.kv_cache
     if offload is None:
         return
-    engine = engine_of(spec)
-    if not engine.kv_cache_offload(spec.accelerator):
-        serving = [e.name for e in ENGINES if e.kv_cache_offload(spec.accelerator)]
-        fix = f"engine: {' or '.join(serving)}" if serving else "a GPU instance type"
-        problems.add(
-            ("kv_cache",),
-            f"engine {engine.name} does not offload the KV cache with LMCache on "
-            f"{spec.instance_type}; remove kv_cache, or use {fix}",
-        )
+    if not engine_of(spec).serves(OffloadsKvCache, spec):
+        # Refused by the capability rule; the tiers of an engine without them are not sized.
         return
     instance = spec.instance
     share_gib = sizing.pod_resources(instance, spec.replicas_per_node).memory_mib / 1024
@@ -174,22 +167,6 @@ def check_kv_cache(spec: ModelDeploymentSpec, problems: Problems) -> None:
             f"{max(per_replica, 0)}",
             offload.disk_gib,
         )
-
-
-def check_disaggregation_engine(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    """Only an engine that runs prefill and decode apart accepts ``disaggregation``."""
-    if spec.disaggregation is None or engine_of(spec).disaggregates:
-        return
-    engines = [e.name for e in ENGINES if e.disaggregates]
-    fix = (
-        f"remove disaggregation, or use engine: {' or '.join(engines)}"
-        if engines
-        else "no registered engine disaggregates; remove disaggregation"
-    )
-    problems.add(
-        ("disaggregation",),
-        f"engine {spec.engine} serves prefill and decode on the same workers; {fix}",
-    )
 
 
 def _gpu_instances() -> list[InstanceType]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from eks_inference.catalog import sizing
 from eks_inference.names import VPC_CIDR
 from eks_inference.specification import startup_budget as load_budget
+from eks_inference.specification.capabilities import ServesExtraApiPaths, ServesModelRepository
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint, Scheme, TrafficSplit
 from eks_inference.specification.engines import OPENAI_API_PATH, engine_of
@@ -63,9 +64,8 @@ class Route:
     ``load_balancer`` is the IngressGroup every exposed deployment's Ingress joins; ``host``
     (or ``None``: any host) and ``path`` (or ``None``: the root, with host routing) select
     the deployment's requests; only its ``api_paths`` below them reach the server (the
-    OpenAI API ``/v1``, and what else its engine serves clients,
-    :meth:`~eks_inference.specification.engines.Engine.api_paths`), each by a listener rule of its
-    own. The clients' networks are ``source_cidrs``, the endpoint's; when it
+    OpenAI API ``/v1``, and what else its engine serves clients, :func:`api_paths`), each by a
+    listener rule of its own. The clients' networks are ``source_cidrs``, the endpoint's; when it
     lists none (an internal endpoint) the Ingress accepts the cluster's VPC only, whose range
     the charts' render context carries
     (:attr:`~eks_inference.charts.common.RenderContext.vpc_cidr`), so that an internal load
@@ -276,7 +276,7 @@ def resolve_routes(
             source_cidrs=endpoint.source_cidrs,
             idle_timeout_seconds=idle_timeout,
             api_key=endpoint.authentication == "api_key",
-            api_paths=engine_of(spec).api_paths(spec),
+            api_paths=api_paths(spec),
         )
         for spec in chosen
     }
@@ -353,7 +353,7 @@ def check_splits(
                 "its health check and draining, so its targets must run one engine: split "
                 "between deployments of the same engine",
             )
-        served = {spec.name: engine_of(spec).served_model_names(spec) for spec in targets}
+        served = {spec.name: served_model_names(spec) for spec in targets}
         if len(set(served.values())) > 1:
             listed = ", ".join(f"{name}: {list(names)}" for name, names in served.items())
             problems.add(
@@ -395,6 +395,20 @@ def _paths_overlap(a: str | None, b: str | None) -> bool:
     if a is None or b is None:
         return True
     return a == b or a.startswith(f"{b}/") or b.startswith(f"{a}/")
+
+
+def api_paths(spec: ModelDeploymentSpec) -> tuple[str, ...]:
+    """The path prefixes the load balancer forwards to ``spec``'s servers: the OpenAI API, and
+    those an engine serves beyond it."""
+    extra = engine_of(spec).capability(ServesExtraApiPaths)
+    return (OPENAI_API_PATH, *(extra.paths(spec) if extra is not None else ()))
+
+
+def served_model_names(spec: ModelDeploymentSpec) -> tuple[str, ...]:
+    """The model names clients send in requests (``model``): the Hugging Face id, or the
+    models of the repository an engine with one serves."""
+    repository = engine_of(spec).capability(ServesModelRepository)
+    return repository.served_model_names(spec) if repository is not None else (spec.model.id,)
 
 
 def services(spec: ModelDeploymentSpec) -> tuple[str, ...]:

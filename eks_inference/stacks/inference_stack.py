@@ -13,7 +13,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from eks_inference.charts.serving import serving_engine
+from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.serving import engine_needs
 from eks_inference.charts.traffic_split import traffic_split_chart
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.constructs import (
@@ -197,7 +198,11 @@ class InferenceStack(Stack):
             self.cluster, "Observability", platform=self.platform_addons
         )
         # KServe, Knative and cert-manager only when a deployment's engine needs them.
-        needed = {c for spec in platform.deployments for c in serving_engine(spec).custom_resources}
+        needed = set(
+            PlatformNeeds.combined(
+                engine_needs(spec) for spec in platform.deployments
+            ).custom_resources
+        )
         self.kserve: KServe | None = (
             KServe(self.cluster, "KServe", platform=self.platform_addons)
             if needed & set(KServe.PROVIDES.crds)

@@ -6,9 +6,9 @@ One add-on, because ``engine: kserve`` needs all of it and nothing else needs an
    of KServe's admission webhooks.
 2. **The Knative Operator** (``versions.KNATIVE_OPERATOR_CHART``, with its CRDs), then the
    namespaces of Serving and of the Kourier gateway, then the platform's ``KnativeServing``
-   (:func:`eks_inference.charts.knative.knative_serving`): Serving
+   (:func:`eks_inference.engines.kserve.knative.knative_serving`): Serving
    ``versions.KNATIVE_SERVING_VERSION`` with Kourier as its networking layer (why Kourier:
-   :mod:`eks_inference.charts.knative`).
+   :mod:`eks_inference.engines.kserve.knative`).
 3. **KServe** (``versions.KSERVE_CRD_CHART``, then ``versions.KSERVE_CHART``): the
    InferenceService CRD and the controller, in Knative mode, without Istio.
 
@@ -29,10 +29,14 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from eks_inference import names, versions
-from eks_inference.charts.knative import knative_namespaces, knative_pod_monitor, knative_serving
 from eks_inference.charts.monitoring import PODMONITOR_CRD
 from eks_inference.constructs.addons.helm import PinnedHelmChart, on_pool
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
+from eks_inference.engines.kserve.knative import (
+    knative_namespaces,
+    knative_pod_monitor,
+    knative_serving,
+)
 
 CERT_MANAGER_NAMESPACE = "cert-manager"
 KNATIVE_OPERATOR_NAMESPACE = "knative-operator"

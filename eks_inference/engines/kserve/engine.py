@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
@@ -37,21 +37,24 @@ from eks_inference.charts.pod import Json
 from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
-    DeploymentKind,
-    EngineAlert,
-    EngineMetrics,
-    EnginePanel,
     MetricsTarget,
-    ReplicaSeries,
     ServingEngine,
     WeightsVolume,
 )
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.engines.kserve import observed as kserve_observed
-from eks_inference.engines.kserve.options import MAX_REQUEST_TIMEOUT_S
+from eks_inference.engines.kserve.options import MAX_REQUEST_TIMEOUT_S, Serverless, serverless_of
 from eks_inference.engines.vllm import engine as vllm
 from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.observability.observed import (
+    DeploymentKind,
+    EngineAlert,
+    EngineMetrics,
+    EnginePanel,
+    ReplicaSeries,
+)
 from eks_inference.observability.signals import matchers
+from eks_inference.specification.capabilities import ScalesToZero
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route, idle_timeout_seconds
@@ -106,29 +109,29 @@ def predictor_host(spec: ModelDeploymentSpec) -> str:
 
 def progress_deadline_seconds(spec: ModelDeploymentSpec) -> int:
     """Seconds a new revision has to bring a replica up: the spec's, or the rollout budget."""
-    given = spec.scaling.serverless.progress_deadline_seconds
+    given = serverless_of(spec).progress_deadline_seconds
     return rollout_seconds(spec) if given is None else given
 
 
 def request_timeout_seconds(spec: ModelDeploymentSpec) -> int:
     """Seconds a request may take: the spec's, or the load balancer's need for the deployment
     (the longest generation and, when it scales to zero, a cold start before it)."""
-    given = spec.scaling.serverless.request_timeout_seconds
+    given = serverless_of(spec).request_timeout_seconds
     return idle_timeout_seconds(spec) if given is None else given
 
 
 def initial_replicas(spec: ModelDeploymentSpec) -> int:
     """Replicas a new revision starts with: the spec's, or ``max(min_replicas, 1)``."""
-    given = spec.scaling.serverless.initial_replicas
+    given = serverless_of(spec).initial_replicas
     return max(spec.scaling.min_replicas, 1) if given is None else given
 
 
 def _check_initial_replicas(spec: ModelDeploymentSpec, problems: Problems) -> None:
     scaling = spec.scaling
-    given = scaling.serverless.initial_replicas
+    given = serverless_of(spec).initial_replicas
     if given is not None and not scaling.min_replicas <= given <= scaling.max_replicas:
         problems.add(
-            ("scaling", "serverless", "initial_replicas"),
+            ("options", "initial_replicas"),
             f"initial_replicas ({given}) must lie within min_replicas ({scaling.min_replicas}) "
             f"and max_replicas ({scaling.max_replicas}); set it in that range, or remove it",
             given,
@@ -137,7 +140,7 @@ def _check_initial_replicas(spec: ModelDeploymentSpec, problems: Problems) -> No
 
 def _check_cold_start(spec: ModelDeploymentSpec, problems: Problems) -> None:
     """The progress deadline and request timeout cover a cold start of this deployment."""
-    serverless = spec.scaling.serverless
+    serverless = serverless_of(spec)
     rollout = rollout_seconds(spec)
     budget = (
         f"{NODE_AND_IMAGE_SECONDS} s node launch and image pull + "
@@ -146,7 +149,7 @@ def _check_cold_start(spec: ModelDeploymentSpec, problems: Problems) -> None:
     deadline = serverless.progress_deadline_seconds
     if deadline is not None and deadline < rollout:
         problems.add(
-            ("scaling", "serverless", "progress_deadline_seconds"),
+            ("options", "progress_deadline_seconds"),
             f"{deadline} s is shorter than a cold start of this deployment ({budget}), so "
             f"Knative would mark every new revision failed while its model loads; set at "
             f"least {rollout}, or remove it to use {rollout}",
@@ -161,7 +164,7 @@ def _check_cold_start(spec: ModelDeploymentSpec, problems: Problems) -> None:
     timeout = serverless.request_timeout_seconds
     if timeout is not None and timeout < needed:
         problems.add(
-            ("scaling", "serverless", "request_timeout_seconds"),
+            ("options", "request_timeout_seconds"),
             f"{timeout} s does not cover {what}: {needed} s; set at least {needed}, or remove "
             f"it to use {needed}",
             timeout,
@@ -212,21 +215,19 @@ class KServeEngine(ServingEngine):
     summary = "vLLM as a KServe InferenceService on Knative, scaling to zero"
     component = COMPONENT
     accelerators = frozenset({Accelerator.NVIDIA})
-    scales_to_zero: ClassVar[bool] = True
-    runs_on_knative: ClassVar[bool] = True
-    custom_resources: ClassVar[tuple[str, ...]] = (names.INFERENCESERVICE_CRD,)
-
-    def unsupported_reason(self, accelerator: Accelerator) -> str | None:
-        if accelerator is Accelerator.NEURON:
-            return (
-                "a Neuron server waits in its artifacts gate until the compile job has "
-                "published the compiled model, often longer than any Knative progress "
-                "deadline, after which Knative marks the revision failed for good; and a "
-                "cold start on Inferentia2 (Neuron model load on top of node launch) "
-                "outlasts what clients wait. Serve inf2 with engine: rayservice, which also "
-                "scales to zero"
-            )
-        return None
+    not_served_on = {
+        Accelerator.NEURON: (
+            "a Neuron server waits in its artifacts gate until the compile job has "
+            "published the compiled model, often longer than any Knative progress "
+            "deadline, after which Knative marks the revision failed for good; and a "
+            "cold start on Inferentia2 (Neuron model load on top of node launch) "
+            "outlasts what clients wait. Serve inf2 with engine: rayservice, which also "
+            "scales to zero"
+        )
+    }
+    # Knative keeps the last replica for the retention period after traffic stops.
+    capabilities = (ScalesToZero(lambda spec: serverless_of(spec).retention_seconds),)
+    options = Serverless
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
         return vllm.VllmEngine().loaders(accelerator)
@@ -241,10 +242,10 @@ class KServeEngine(ServingEngine):
                 "limits.max_num_seqs",
                 "neuron",
                 "scaling.min_replicas",
-                "scaling.serverless",
+                "options",
             }
         )
-        bounds = frozenset({"scaling.min_replicas", "scaling.max_replicas", "scaling.serverless"})
+        bounds = frozenset({"scaling.min_replicas", "scaling.max_replicas", "options"})
         return (Rule(sized, _check_cold_start), Rule(bounds, _check_initial_replicas))
 
     def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
@@ -282,7 +283,7 @@ class KServeEngine(ServingEngine):
         )
         annotations = {
             DEPLOYMENT_MODE_ANNOTATION: DEPLOYMENT_MODE,
-            RETENTION_ANNOTATION: f"{spec.scaling.serverless.retention_seconds}s",
+            RETENTION_ANNOTATION: f"{serverless_of(spec).retention_seconds}s",
             INITIAL_SCALE_ANNOTATION: str(initial_replicas(spec)),
             PROGRESS_DEADLINE_ANNOTATION: f"{progress_deadline_seconds(spec)}s",
             **pod.do_not_disrupt(rollout_seconds(spec)),
@@ -323,7 +324,6 @@ class KServeEngine(ServingEngine):
             objects,
             PlatformNeeds(
                 namespaces=(INFERENCE_NAMESPACE,),
-                custom_resources=self.custom_resources,
                 service_accounts=loader.server_identities(spec, account),
                 secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
                 pods=(
@@ -429,15 +429,15 @@ class KServeEngine(ServingEngine):
         """Cold starts: how many, and how long against the plan's estimate."""
         return kserve_observed.panels(spec)
 
-    def scale_to_zero_delay_seconds(self, spec: ModelDeploymentSpec) -> int:
-        """Knative keeps the last replica for the retention period after traffic stops."""
-        return spec.scaling.serverless.retention_seconds
+    def platform_needs(self, spec: ModelDeploymentSpec) -> PlatformNeeds:
+        """The InferenceService CRD, of the KServe add-on the stack adds only when needed."""
+        return PlatformNeeds(custom_resources=(names.INFERENCESERVICE_CRD,))
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         return (
             f"Knative adds a replica per {spec.target_ongoing_requests} concurrent requests, "
             f"scales to {spec.scaling.min_replicas} after "
-            f"{spec.scaling.serverless.retention_seconds} s idle"
+            f"{serverless_of(spec).retention_seconds} s idle"
         )
 
     def queue_threshold(self, per_replica: int, alert: int) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from eks_inference import metrics
-from eks_inference.charts.serving import EngineAlert, EnginePanel
+from eks_inference.observability.observed import EngineAlert, EnginePanel
 from eks_inference.observability.signals import (
     DEPLOYMENT_LABEL,
     SCRAPE_INTERVAL_SECONDS,

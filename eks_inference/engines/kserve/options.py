@@ -1,4 +1,4 @@
-"""``scaling.serverless``: how a deployment served as Knative revisions scales and waits.
+"""KServe's options: how a deployment served as Knative revisions scales and waits.
 
 Engines that run on Knative Serving (``engine: kserve``) scale between ``scaling.min_replicas``
 and ``scaling.max_replicas`` on concurrent requests, down to zero. What Knative needs beyond
@@ -20,14 +20,21 @@ the bounds is typed here, each with a default and why:
   (:func:`eks_inference.specification.routes.decode_seconds`, doubled): a request that arrives when
   no replica runs waits in Knative's activator for the whole cold start.
 
-The engine checks the values against the load budget (a deadline shorter than a cold start
-fails, naming the field and both numbers); an engine that does not run on Knative refuses any
-of them.
+They are the ``options`` of a spec naming ``engine: kserve``. The engine checks the values
+against the load budget (a deadline shorter than a cold start fails, naming the field and both
+numbers); another engine has options of its own, or none.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field
+
+from eks_inference.specification.engines import engine_options
+
+if TYPE_CHECKING:
+    from eks_inference.specification.deployment import ModelDeploymentSpec
 
 # An Application Load Balancer holds an idle connection for at most 4000 s, so no request
 # through it outlives that; the platform's Knative Serving allows revisions that long
@@ -71,3 +78,8 @@ class Serverless(BaseModel):
         description="Seconds a request may take, a cold start included; default: the rollout "
         "budget plus the longest generation.",
     )
+
+
+def serverless_of(spec: ModelDeploymentSpec) -> Serverless:
+    """The Knative settings of a spec naming ``engine: kserve``."""
+    return engine_options(spec, Serverless)

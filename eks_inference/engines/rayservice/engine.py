@@ -38,10 +38,7 @@ from eks_inference.charts.pod import Json
 from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
-    DeploymentKind,
-    EngineMetrics,
     MetricsTarget,
-    ReplicaSeries,
     ServingEngine,
     WeightsVolume,
 )
@@ -57,7 +54,10 @@ from eks_inference.engines.rayservice.pods import (
 )
 from eks_inference.engines.rayservice.serve_config import DOWNSCALE_DELAY_S, serve_config
 from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE, INSTANCE_LABEL
+from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
 from eks_inference.observability.signals import matchers
+from eks_inference.serve.image import NEURON_RAY_IMAGE
+from eks_inference.specification.capabilities import ReadsVolumesAs, ScalesToZero
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
@@ -316,9 +316,13 @@ class RayServiceEngine(ServingEngine):
     name = "rayservice"
     summary = "Ray Serve on a KubeRay RayService"
     component = COMPONENT
-    volume_owner = (RAY_UID, RAY_GID)
-    # The head's Serve proxy holds the first request while a worker and its node start.
-    scales_to_zero = True
+    capabilities = (
+        # The head's Serve proxy holds the first request while a worker and its node start.
+        # Serve removes the last replica after its downscale delay; the Ray autoscaler then
+        # removes the idle worker pod after its idle timeout.
+        ScalesToZero(lambda spec: DOWNSCALE_DELAY_S + _IDLE_TIMEOUT_S),
+        ReadsVolumesAs(RAY_UID, RAY_GID),
+    )
 
     def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         """KubeRay creates ``<name>-head-svc`` and ``<name>-serve-svc`` itself."""
@@ -330,11 +334,6 @@ class RayServiceEngine(ServingEngine):
 
     def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
         return True
-
-    def scale_to_zero_delay_seconds(self, spec: ModelDeploymentSpec) -> int:
-        """Serve removes the last replica after its downscale delay; the Ray autoscaler then
-        removes the idle worker pod after its idle timeout."""
-        return DOWNSCALE_DELAY_S + _IDLE_TIMEOUT_S
 
     def server(
         self,
@@ -457,5 +456,6 @@ class RayServiceEngine(ServingEngine):
     def queue_threshold(self, per_replica: int, alert: int) -> str:
         return f"alert above {alert} and rising"
 
-    def needs_neuron_ray_image(self, spec: ModelDeploymentSpec) -> bool:
-        return spec.on_neuron
+    def platform_needs(self, spec: ModelDeploymentSpec) -> PlatformNeeds:
+        """On Inferentia2, the Ray + Neuron image the CDK app builds."""
+        return PlatformNeeds(images=(NEURON_RAY_IMAGE,) if spec.on_neuron else ())

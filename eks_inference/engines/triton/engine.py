@@ -1,8 +1,8 @@
 """NVIDIA Triton (``engine: triton``): a Deployment of Triton servers on a typed model repository.
 
-The repository (``spec.triton``, :mod:`eks_inference.engines.triton.options`) holds the deployment's
-LLM on Triton's vLLM backend and, beside it, framework models (ONNX Runtime, PyTorch). The
-pod runs Triton's OpenAI-compatible frontend through the project's launcher
+The repository (the spec's ``options``, :mod:`eks_inference.engines.triton.options`) holds
+the deployment's LLM on Triton's vLLM backend and, beside it, framework models (ONNX Runtime,
+PyTorch). The pod runs Triton's OpenAI-compatible frontend through the project's launcher
 (:mod:`eks_inference.serve.triton_openai`), which adds the platform's API-key check and
 KServe's v2 inference route for the framework models, on port 8000 like every engine.
 The pod comes from :mod:`eks_inference.charts.pod`; its files from
@@ -41,17 +41,17 @@ from eks_inference.charts.server_service import (
 from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
-    DeploymentKind,
-    EngineAlert,
-    EngineMetrics,
-    EnginePanel,
     MetricsTarget,
-    ReplicaSeries,
     ServingEngine,
     WeightsVolume,
 )
 from eks_inference.engines.triton import observed as triton_observed
-from eks_inference.engines.triton.options import TritonOptions, check_gpu_fit, check_triton
+from eks_inference.engines.triton.options import (
+    TritonOptions,
+    check_gpu_fit,
+    check_triton,
+    triton_options,
+)
 from eks_inference.engines.triton.repository import (
     REPOSITORY_PATH,
     RepositoryFile,
@@ -60,10 +60,18 @@ from eks_inference.engines.triton.repository import (
     version_directories,
 )
 from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.observability.observed import (
+    DeploymentKind,
+    EngineAlert,
+    EngineMetrics,
+    EnginePanel,
+    ReplicaSeries,
+)
 from eks_inference.observability.signals import matchers
 from eks_inference.serve.triton_openai import READY_PATH
+from eks_inference.specification.capabilities import ServesExtraApiPaths, ServesModelRepository
 from eks_inference.specification.deployment import ModelDeploymentSpec
-from eks_inference.specification.engines import MOUNTPOINT, OPENAI_API_PATH
+from eks_inference.specification.engines import MOUNTPOINT
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
 from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
@@ -110,12 +118,6 @@ def repository_config_map_name(spec: ModelDeploymentSpec) -> str:
     return f"{spec.name}-model-repository"
 
 
-def _options(spec: ModelDeploymentSpec) -> TritonOptions:
-    if spec.triton is None:
-        raise ValueError(f"deployment {spec.name!r} names engine: triton without triton options")
-    return spec.triton
-
-
 def _server(
     spec: ModelDeploymentSpec,
     placement: Placement,
@@ -132,7 +134,7 @@ def _server(
     # so that validating a spec never starts Node.js.
     from eks_inference.charts.mountpoint import cache_size_gib, deployment_volume
 
-    options = _options(spec)
+    options = triton_options(spec)
     labels = object_labels(spec, COMPONENT)
     account = names.service_account_name(spec.name)
     selector = selector_labels(spec, COMPONENT)
@@ -263,7 +265,7 @@ def _pod(
     code: shipped.ShippedCode,
     files: tuple[RepositoryFile, ...],
 ) -> pod.Json:
-    options = _options(spec)
+    options = triton_options(spec)
     share = pod_resources(spec.instance, spec.replicas_per_node)
     repository_volumes, repository_mounts = _repository_mounts(spec, options, files, volume)
     volumes = [
@@ -361,21 +363,16 @@ def _probe(
 
 
 def _check_scaling(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    # Autoscaling and scaling to zero are refused by the capability rules; what is left is a
+    # range with nothing to scale in it.
     scaling = spec.scaling
-    if scaling.autoscale or scaling.min_replicas != scaling.max_replicas:
-        field = "autoscale" if scaling.autoscale else "max_replicas"
+    if not scaling.autoscale and scaling.min_replicas != scaling.max_replicas:
         problems.add(
-            ("scaling", field),
+            ("scaling", "max_replicas"),
             "a Triton Deployment runs a fixed number of replicas (its queue is not one KEDA "
-            f"reads); set max_replicas = min_replicas ({scaling.min_replicas}) and autoscale: "
-            "false, or engine: vllm or rayservice to scale on load",
-            getattr(scaling, field),
-        )
-    if scaling.min_replicas < 1:
-        problems.add(
-            ("scaling", "min_replicas"),
-            "a Triton Deployment does not scale to zero; set min_replicas >= 1",
-            scaling.min_replicas,
+            f"reads); set max_replicas = min_replicas ({scaling.min_replicas}), or engine: "
+            "vllm or rayservice to scale on load",
+            scaling.max_replicas,
         )
 
 
@@ -392,6 +389,22 @@ def _check_block_size(spec: ModelDeploymentSpec, problems: Problems) -> None:
 
 
 TRITON_VLLM_MAX_BLOCK_SIZE = 128
+
+
+def _served_model_names(spec: ModelDeploymentSpec) -> tuple[str, ...]:
+    """Clients name the repository's LLM by its model name."""
+    return (triton_options(spec).llm.name,)
+
+
+def _mounted_prefixes(spec: ModelDeploymentSpec) -> tuple[str, ...]:
+    """The framework models' files, mounted beside the weights."""
+    prefix = triton_options(spec).mounted_prefix
+    return () if prefix is None else (prefix,)
+
+
+def _v2_paths(spec: ModelDeploymentSpec) -> tuple[str, ...]:
+    """With framework models, KServe's v2 routes they answer on."""
+    return (V2_MODELS_PATH,) if triton_options(spec).framework_models else ()
 
 
 class TritonEngine(ServingEngine):
@@ -420,21 +433,23 @@ class TritonEngine(ServingEngine):
     summary = "NVIDIA Triton on a typed model repository"
     component = COMPONENT
     accelerators = frozenset({Accelerator.NVIDIA})
+    not_served_on = {
+        Accelerator.NEURON: "the pinned Triton image's vLLM backend is a CUDA build; serve "
+        "Inferentia2 with engine: vllm or rayservice",
+    }
+    options = TritonOptions
+    capabilities = (
+        ServesModelRepository(_served_model_names, _mounted_prefixes),
+        ServesExtraApiPaths(_v2_paths),
+    )
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
         return frozenset({MOUNTPOINT})
 
-    def own_fields(self) -> frozenset[str]:
-        return frozenset({"triton"})
-
-    def mounted_prefixes(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        prefix = _options(spec).mounted_prefix
-        return () if prefix is None else (prefix,)
-
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
         sized = frozenset(
             {
-                "triton",
+                "options",
                 "model",
                 "instance_type",
                 "tensor_parallel_size",
@@ -444,7 +459,7 @@ class TritonEngine(ServingEngine):
             }
         )
         return (
-            Rule(frozenset({"triton"}), check_triton),
+            Rule(frozenset({"options"}), check_triton),
             Rule(sized, check_gpu_fit),
             Rule(frozenset({"limits.block_size"}), _check_block_size),
             Rule(
@@ -455,9 +470,6 @@ class TritonEngine(ServingEngine):
 
     def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         return (spec.name,)
-
-    def served_model_names(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        return (_options(spec).llm.name,)
 
     def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
         return TRITON_ROLLOUT_SURGE
@@ -479,12 +491,6 @@ class TritonEngine(ServingEngine):
 
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
         return Backend(spec.name, READY_PATH, TERMINATION_GRACE_S)
-
-    def api_paths(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        """The OpenAI API and, with framework models, KServe's v2 routes they answer on."""
-        if _options(spec).framework_models:
-            return (OPENAI_API_PATH, V2_MODELS_PATH)
-        return (OPENAI_API_PATH,)
 
     def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         return (COMPONENT,)

@@ -9,7 +9,7 @@ dashboard row of :class:`~eks_inference.engines.triton.engine.TritonEngine`.
 from __future__ import annotations
 
 from eks_inference import metrics
-from eks_inference.charts.serving import EngineAlert, EnginePanel
+from eks_inference.observability.observed import EngineAlert, EnginePanel
 from eks_inference.observability.signals import DEPLOYMENT_LABEL, RATE_WINDOW, matchers
 from eks_inference.specification.deployment import ModelDeploymentSpec
 

@@ -33,6 +33,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from eks_inference import versions
 from eks_inference.aws_types import KeyPrefix
 from eks_inference.catalog import sizing
+from eks_inference.specification.engines import engine_options
 from eks_inference.specification.validation import Problems, rule_error
 from eks_inference.specification.weights import unpinned_image_problem
 
@@ -201,7 +202,8 @@ class TritonOptions(BaseModel):
 
     Example (YAML)::
 
-        triton:
+        engine: triton
+        options:
           repository_prefix: triton/chat/
           models:
             - {name: chat, backend: vllm, versions: [1]}
@@ -257,7 +259,7 @@ def check_repository(options: TritonOptions, problems: Problems) -> None:
     """Names, versions, the one LLM, each model's fields and the image's backends."""
     seen: dict[str, int] = {}
     for i, model in enumerate(options.models):
-        where = ("triton", "models", i)
+        where = ("options", "models", i)
         earlier = seen.setdefault(model.name, i)
         if earlier != i:
             problems.add(
@@ -280,14 +282,14 @@ def check_repository(options: TritonOptions, problems: Problems) -> None:
     llms = [i for i, m in enumerate(options.models) if m.is_llm]
     if len(llms) != 1:
         problems.add(
-            ("triton", "models"),
+            ("options", "models"),
             f"the repository has {len(llms)} models on the vllm backend; it serves the "
             "deployment's model on exactly one: keep one {name: <name>, backend: vllm, "
             "versions: [1]} (serve another LLM as a deployment of its own)",
         )
     if options.framework_models and options.repository_prefix is None:
         problems.add(
-            ("triton", "repository_prefix"),
+            ("options", "repository_prefix"),
             "the framework models' files come from the model bucket: set repository_prefix "
             "(e.g. triton/<deployment>/), under which each version is "
             "<prefix><model>/<version>/<file>",
@@ -402,8 +404,8 @@ def check_gpu_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
     (:data:`CUDA_CONTEXTS_MIB`) must fit in the rest. The fix names the utilization that
     leaves them room and, when the LLM no longer fits there, the batch that does.
     """
-    options = spec.triton
-    if options is None or not options.framework_models:
+    options = triton_options(spec)
+    if not options.framework_models:
         return
     gpu = spec.instance.memory_per_core_bytes
     utilization = spec.limits.gpu_memory_utilization
@@ -427,7 +429,7 @@ def check_gpu_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
             else "give the framework models fewer GPU instances, or a deployment of their own"
         )
     problems.add(
-        ("triton", "models"),
+        ("options", "models"),
         f"the framework models take {models} MiB on each GPU (plus {CUDA_CONTEXTS_MIB} MiB "
         f"of CUDA contexts), but vLLM leaves {left // _MIB} MiB of the {gpu // _MIB} MiB "
         f"of {spec.instance_type}'s GPU at gpu_memory_utilization {utilization}; {fix}",
@@ -435,12 +437,10 @@ def check_gpu_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
 
 
 def check_triton(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    """``engine: triton`` needs its repository, and the repository must load."""
-    if spec.triton is None:
-        problems.add(
-            ("triton",),
-            "engine: triton serves a model repository: add triton: {models: [{name: "
-            "<name>, backend: vllm, versions: [1]}]} (and any framework models beside it)",
-        )
-        return
-    check_repository(spec.triton, problems)
+    """The repository of a spec naming ``engine: triton`` must load."""
+    check_repository(triton_options(spec), problems)
+
+
+def triton_options(spec: ModelDeploymentSpec) -> TritonOptions:
+    """The model repository of a spec naming ``engine: triton``."""
+    return engine_options(spec, TritonOptions)

@@ -40,16 +40,15 @@ from eks_inference.charts.server_service import (
 from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
-    DeploymentKind,
-    EngineMetrics,
     MetricsTarget,
-    ReplicaSeries,
     ServingEngine,
     WeightsVolume,
 )
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
 from eks_inference.observability.signals import matchers
+from eks_inference.specification.capabilities import AutoscalesOnQueue, OffloadsKvCache
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.kv_serving import replica_memory_mib
 from eks_inference.specification.platform import Placement
@@ -347,9 +346,11 @@ class VllmEngine(ServingEngine):
     summary = "a standalone vLLM Deployment"
     component = COMPONENT
 
-    def kv_cache_offload(self, accelerator: Accelerator) -> bool:
+    capabilities = (
         # LMCache is built for CUDA; the Neuron image has no KV connector for it.
-        return accelerator is Accelerator.NVIDIA
+        OffloadsKvCache(frozenset({Accelerator.NVIDIA})),
+        AutoscalesOnQueue(),
+    )
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
         # The Run:ai streamer ships with the GPU image only; the Neuron image reads a directory
@@ -436,6 +437,3 @@ class VllmEngine(ServingEngine):
         if spec.scaling.autoscale:
             return "KEDA adds a replica per quarter batch waiting (and above 80 % KV cache)"
         return "fixed size: set scaling.autoscale to let KEDA add replicas"
-
-    def autoscaled_by_keda(self, spec: ModelDeploymentSpec) -> bool:
-        return spec.scaling.autoscale

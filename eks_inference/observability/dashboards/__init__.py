@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eks_inference.charts.serving import serving_engine
+from eks_inference.observability.observed import observed_engine
 from eks_inference.observability.signals import Signals, signals_of
 from eks_inference.specification.deployment import ModelDeploymentSpec
 
@@ -270,7 +270,7 @@ def dashboard(spec: ModelDeploymentSpec, signals: Signals | None = None) -> Json
     signals = signals if signals is not None else signals_of(spec)
     own = tuple(
         Panel(p.title, p.description, p.unit, tuple(Series(e, legend) for e, legend in p.series))
-        for p in serving_engine(spec).own_panels(spec)
+        for p in observed_engine(spec).own_panels(spec)
     )
     panels: list[Json] = []
     y = 0

@@ -14,16 +14,16 @@ import yaml
 from pydantic import ValidationError
 
 from eks_inference import names
-from eks_inference.charts.knative import (
+from eks_inference.charts.render import render_platform
+from eks_inference.charts.serving import serving_engine
+from eks_inference.charts.vllm_server import vllm_server_args
+from eks_inference.engines.kserve import engine as kserve
+from eks_inference.engines.kserve.knative import (
     REVISION_FEATURES,
     knative_namespaces,
     knative_pod_monitor,
     knative_serving,
 )
-from eks_inference.charts.render import render_platform
-from eks_inference.charts.serving import serving_engine
-from eks_inference.charts.vllm_server import vllm_server_args
-from eks_inference.engines.kserve import engine as kserve
 from eks_inference.metrics import unknown_metrics
 from eks_inference.observability.dashboards import dashboard, expressions
 from eks_inference.specification.deployment import ModelDeploymentSpec

@@ -1,0 +1,163 @@
+"""What only some engines do, as capabilities an engine provides, and the one rule that reads them.
+
+Every engine answers the small core interface
+(:class:`~eks_inference.specification.engines.Engine`). What only some engines do is not a
+flag or a method every engine carries: it is a capability object the engine lists in its
+:attr:`~eks_inference.specification.engines.Engine.capabilities`, with its own small interface,
+and whoever needs it asks the engine for it by type
+(:meth:`~eks_inference.specification.engines.Engine.capability`). That is the shape of
+Kubernetes' admission plugins: one interface, and separate interfaces an implementation may also
+satisfy.
+
+A spec field that only an engine with a capability can honour is declared once, in
+:data:`FIELD_NEEDS`; :func:`~eks_inference.specification.engine_rules.field_need_problem` is the
+one rule that refuses such a field on an engine without the capability, naming the field and the
+engines that have it. A new capability
+is one class here (or in an engine's own package) and, if a field asks for it, one row of
+:data:`FIELD_NEEDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from eks_inference.catalog import Accelerator
+
+if TYPE_CHECKING:
+    from eks_inference.specification.deployment import ModelDeploymentSpec
+
+
+class Capability:
+    """Something an engine does that not every engine does.
+
+    :meth:`serves` says whether the engine can do it for one spec (a capability may depend on
+    the accelerator); by default it always can.
+    """
+
+    def serves(self, spec: ModelDeploymentSpec) -> bool:
+        """Whether the engine does this for ``spec``."""
+        return True
+
+
+@dataclass(frozen=True)
+class ScalesToZero(Capability):
+    """``scaling.min_replicas: 0`` works: something outside the model's replicas (Ray Serve's
+    proxy, Knative's activator) holds the first request while a replica starts.
+
+    ``delay_seconds`` is how long after the last request the last replica's pod is gone,
+    freeing its node: an idle stretch shorter than this saves nothing.
+    """
+
+    delay_seconds: Callable[[ModelDeploymentSpec], int]
+
+
+@dataclass(frozen=True)
+class OffloadsKvCache(Capability):
+    """The engine offloads the KV cache beyond GPU memory with LMCache (``kv_cache``), on the
+    accelerators given (LMCache is built for CUDA)."""
+
+    accelerators: frozenset[Accelerator]
+
+    def serves(self, spec: ModelDeploymentSpec) -> bool:
+        return spec.accelerator in self.accelerators
+
+
+@dataclass(frozen=True)
+class DisaggregatesPrefill(Capability):
+    """The engine serves prefill and decode on separate workers (``disaggregation``)."""
+
+
+@dataclass(frozen=True)
+class AutoscalesOnQueue(Capability):
+    """``scaling.autoscale: true`` works: a KEDA ScaledObject scales the engine's servers on
+    their queue depth and KV-cache use, read from the cluster's Prometheus."""
+
+
+@dataclass(frozen=True)
+class ServesModelRepository(Capability):
+    """The engine serves a repository of models beside the spec's own model.
+
+    ``served_model_names`` are the names clients send (``model``), ``mounted_prefixes`` the
+    bucket prefixes its servers mount through Mountpoint beside the weights (the Mountpoint
+    driver is granted them).
+    """
+
+    served_model_names: Callable[[ModelDeploymentSpec], tuple[str, ...]]
+    mounted_prefixes: Callable[[ModelDeploymentSpec], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class ServesExtraApiPaths(Capability):
+    """The engine's servers answer clients on path prefixes beyond the OpenAI API (``/v1``).
+
+    ``paths`` are those prefixes for a spec; each is one more listener rule of the platform's
+    load balancer (validation counts them against its quota), behind the API key like ``/v1``.
+    """
+
+    paths: Callable[[ModelDeploymentSpec], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class ReadsVolumesAs(Capability):
+    """The engine's pods run as a fixed non-root user, so the Mountpoint volumes they read are
+    mounted as that user and group (``uid``, ``gid``) instead of root."""
+
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True)
+class FieldNeed:
+    """A spec field that only an engine with ``capability`` can honour.
+
+    ``asks`` says whether the spec asks for the capability through the field; ``does`` says
+    what the capability does, as the error puts it ("does not <does>"); ``otherwise`` is the fix
+    that keeps the engine (remove the field, or set it so that it asks for nothing).
+    """
+
+    field: tuple[str, ...]
+    capability: type[Capability]
+    asks: Callable[[ModelDeploymentSpec], bool]
+    does: str
+    otherwise: str
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """The fields the rule of this need reads: the field, the engine, and the instance type
+        (a capability may depend on the accelerator)."""
+        return frozenset({".".join(self.field), "engine", "instance_type"})
+
+
+#: Every field that needs a capability, with what would work without it.
+FIELD_NEEDS: tuple[FieldNeed, ...] = (
+    FieldNeed(
+        ("scaling", "min_replicas"),
+        ScalesToZero,
+        lambda spec: spec.scaling.min_replicas == 0,
+        "scale to zero: nothing would hold the first request while a replica starts",
+        "set min_replicas >= 1",
+    ),
+    FieldNeed(
+        ("scaling", "autoscale"),
+        AutoscalesOnQueue,
+        lambda spec: spec.scaling.autoscale,
+        "scale its servers with KEDA on their queue depth",
+        "remove autoscale (the engine scales between min_replicas and max_replicas itself)",
+    ),
+    FieldNeed(
+        ("kv_cache",),
+        OffloadsKvCache,
+        lambda spec: spec.kv_cache is not None,
+        "offload the KV cache with LMCache",
+        "remove kv_cache",
+    ),
+    FieldNeed(
+        ("disaggregation",),
+        DisaggregatesPrefill,
+        lambda spec: spec.disaggregation is not None,
+        "serve prefill and decode on separate workers",
+        "remove disaggregation",
+    ),
+)
