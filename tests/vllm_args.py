@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eks_inference.charts.common import RenderContext
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.serving import serving_engine
 from eks_inference.charts.vllm_server import VLLM_SERVE_COMMAND
 from eks_inference.charts.weights_loaders import loader_of

@@ -14,12 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from eks_inference import names
-from eks_inference.charts.common import (
-    api_object,
-    metadata,
-    object_labels,
-)
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import api_object, metadata, object_labels
 from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.signals import SCRAPE_INTERVAL_SECONDS, Signals, signals_of

@@ -28,22 +28,21 @@ from eks_inference import names
 from eks_inference.catalog import sizing
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod, vllm_server
-from eks_inference.charts.common import (
+from eks_inference.charts.artifacts_gate import (
+    COMPILE_JOB_ROLE,
+    compile_job_name,
+    completion_marker_path,
+)
+from eks_inference.charts.context import RenderContext
+from eks_inference.charts.contract import PlatformNeeds, ServiceAccountNeed
+from eks_inference.charts.metadata import api_object, metadata, object_labels
+from eks_inference.charts.model_server import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
-    COMPILE_JOB_ROLE,
-    HEALTH_PATH,
     MODEL_MOUNT_PATH,
     OPENAI_PORT,
     WEIGHTS_ROLE,
-    RenderContext,
-    api_object,
-    compile_job_name,
-    completion_marker_path,
-    metadata,
-    object_labels,
 )
-from eks_inference.charts.contract import PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.mountpoint import MountpointVolume
 from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.charts.vllm_server import (
@@ -54,6 +53,7 @@ from eks_inference.charts.vllm_server import (
     shared_memory_mib,
 )
 from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.serve.api_key_auth import HEALTH_PATH
 from eks_inference.specification.artifacts import artifact_prefix, completion_marker_key
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import Placement
@@ -191,7 +191,7 @@ def compile_job_chart(
     - **ServiceAccount** ``names.compile_service_account_name(spec.name)``: recorded in
       its needs as the one identity that may write this deployment's artifact key (and
       nothing else); serving pods get no write access to the artifacts at all.
-    - **Job** :func:`~eks_inference.charts.common.compile_job_name` (the deployment's name
+    - **Job** :func:`~eks_inference.charts.artifacts_gate.compile_job_name` (the deployment's name
       and a hash of the artifact key, so a new shape is a new Job), annotated with the key.
       One pod on the deployment's worker pool with the pool's node selector and tolerations,
       TP NeuronCores, the Neuron scheduler when it takes part of a node, and the CPU and

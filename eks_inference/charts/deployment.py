@@ -12,18 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from eks_inference.charts.artifacts_gate import artifact_key_digest
 from eks_inference.charts.autoscaling import autoscaling_chart
-from eks_inference.charts.common import (
-    ARTIFACTS_ROLE,
-    WEIGHTS_ROLE,
-    RenderContext,
-    artifact_key_digest,
-    chart_id,
-)
 from eks_inference.charts.compile_job import compile_job_chart
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.ingress import endpoint_chart
 from eks_inference.charts.lustre import LustreVolume, lustre_volume_chart
+from eks_inference.charts.model_server import ARTIFACTS_ROLE, WEIGHTS_ROLE
 from eks_inference.charts.monitoring import monitoring_chart
 from eks_inference.charts.mountpoint import (
     MountpointVolume,
@@ -31,7 +27,7 @@ from eks_inference.charts.mountpoint import (
     mountpoint_volume_chart,
 )
 from eks_inference.charts.network_policy import network_policy_chart
-from eks_inference.charts.record import ChartRecord, deployment_chart
+from eks_inference.charts.record import ChartRecord, chart_id, deployment_chart
 from eks_inference.charts.serving import serving_engine
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.artifacts import artifact_prefix

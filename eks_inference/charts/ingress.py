@@ -48,7 +48,7 @@ certificate; otherwise HTTP on 80, which only an internal load balancer may do. 
 connect from the endpoint's ``source_cidrs``
 (:attr:`~eks_inference.specification.routes.Route.source_cidrs`)
 or, when it lists none, from the cluster's VPC only: the render context's
-:attr:`~eks_inference.charts.common.RenderContext.vpc_cidr`, the very range the deployment's
+:attr:`~eks_inference.charts.context.RenderContext.vpc_cidr`, the very range the deployment's
 NetworkPolicies admit the load balancer from, so a cluster in a VPC of its own accepts its own
 VPC's clients and not those of the default range. The idle timeout is the route's (see
 :mod:`eks_inference.specification.routes`); invalid header fields are dropped.
@@ -57,7 +57,7 @@ VPC's clients and not those of the default range. The idle timeout is the route'
 External Secrets Operator ``SecretStore`` for AWS Secrets Manager in the inference namespace
 (authenticated as the operator's own Pod Identity) and an ``ExternalSecret`` that syncs the
 secret into the Secret ``names.API_KEY_SECRET``, refreshed hourly. The model servers read it
-(:data:`~eks_inference.charts.common.API_KEY_SECRET_NEED`).
+(:data:`~eks_inference.charts.api_key.API_KEY_SECRET_NEED`).
 
 Every annotation rendered here is one the pinned controller release documents
 (``tests/charts/test_endpoint.py`` holds the list with its source).
@@ -68,15 +68,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from eks_inference.charts.common import (
-    API_KEY_SECRET_NEED,
-    PART_OF,
-    RenderContext,
-    api_object,
-    metadata,
-    object_labels,
-)
+from eks_inference.charts.api_key import API_KEY_SECRET_NEED
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import PART_OF, api_object, metadata, object_labels
 from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.charts.serving import Backend, serving_engine
 from eks_inference.names import ALB_INGRESS_CLASS, COMPONENT_LABEL, INFERENCE_NAMESPACE
@@ -194,8 +189,9 @@ def host_header_transform(host: str) -> dict[str, Any]:
 def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str, Any]:
     """The Ingress of ``spec`` on ``route``'s load balancer: a path per API of the route.
 
-    ``vpc_cidr`` is the cluster's VPC (:attr:`~eks_inference.charts.common.RenderContext.vpc_cidr`),
-    whose clients an endpoint without ``source_cidrs`` accepts.
+    ``vpc_cidr`` is the cluster's VPC
+    (:attr:`~eks_inference.charts.context.RenderContext.vpc_cidr`), whose clients an endpoint
+    without ``source_cidrs`` accepts.
     """
     if route.deployment != spec.name:
         raise ValueError(f"route of deployment {route.deployment!r} given for {spec.name!r}")

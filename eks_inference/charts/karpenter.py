@@ -38,12 +38,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator
-from eks_inference.charts.common import (
-    api_object,
-    metadata,
-)
 from eks_inference.charts.compile_job import active_deadline_seconds
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import api_object, metadata
 from eks_inference.charts.node_bootstrap import (
     LOCAL_STORAGE_STRATEGY,
     formats_instance_store,

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eks_inference.charts.common import LustreMount, api_object, metadata, object_labels
+from eks_inference.charts.context import LustreMount
 from eks_inference.charts.contract import LustreVolumeNeed, PlatformNeeds
+from eks_inference.charts.metadata import api_object, metadata, object_labels
 from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.specification.deployment import ModelDeploymentSpec

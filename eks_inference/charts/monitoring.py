@@ -22,14 +22,8 @@ from typing import Any
 from eks_inference import names
 from eks_inference.catalog import Accelerator
 from eks_inference.charts import pod
-from eks_inference.charts.common import (
-    METRICS_PATH,
-    PART_OF,
-    api_object,
-    metadata,
-    object_labels,
-)
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import PART_OF, api_object, metadata, object_labels
 from eks_inference.charts.record import ChartRecord, deployment_chart
 from eks_inference.charts.serving import serving_engine
 from eks_inference.metrics import require_known
@@ -44,6 +38,7 @@ from eks_inference.observability.signals import (
     signals_of,
 )
 from eks_inference.output.json_text import indented_json
+from eks_inference.serve.api_key_auth import METRICS_PATH
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.versions import NEURON_MONITOR_IMAGE

@@ -13,14 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from eks_inference.aws_types import key_prefix_problem
-from eks_inference.charts.common import (
-    api_object,
-    chart_id,
-    metadata,
-    object_labels,
-)
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds
-from eks_inference.charts.record import ChartRecord, deployment_chart
+from eks_inference.charts.metadata import api_object, metadata, object_labels
+from eks_inference.charts.record import ChartRecord, chart_id, deployment_chart
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.weights_rules import ebs_cache_gib

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from eks_inference.charts.common import (
-    PART_OF,
-    api_object,
-    metadata,
-)
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import PART_OF, api_object, metadata
 from eks_inference.charts.network_policy import namespace_default_deny
 from eks_inference.charts.record import ChartRecord
 from eks_inference.names import INFERENCE_NAMESPACE

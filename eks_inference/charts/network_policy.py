@@ -17,8 +17,10 @@ run inside the container, on localhost, which no policy sees.
 from __future__ import annotations
 
 from eks_inference import names
-from eks_inference.charts.common import OPENAI_PORT, PART_OF, RenderContext, object_labels
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import PART_OF, object_labels
+from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.network_rules import components, peer, policy, ports, rule
 from eks_inference.charts.pod import Json
 from eks_inference.charts.record import ChartRecord, deployment_chart

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from eks_inference.charts.common import api_object, metadata
+from eks_inference.charts.metadata import api_object, metadata
 from eks_inference.charts.pod import Json
 from eks_inference.names import COMPONENT_LABEL, INSTANCE_LABEL
 from eks_inference.specification.deployment import ModelDeploymentSpec

@@ -12,17 +12,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eks_inference import names
-from eks_inference.charts.common import (
+from eks_inference.charts.artifacts_gate import (
     ARTIFACTS_GATE_CONTAINER,
     ARTIFACTS_GATE_CPU_MILLIS,
     ARTIFACTS_GATE_MEMORY_MIB,
-    ARTIFACTS_MOUNT_PATH,
-    ARTIFACTS_ROLE,
-    RAY_GID,
-    RAY_UID,
     artifacts_gate_command,
 )
 from eks_inference.charts.contract import PodNeed, Toleration
+from eks_inference.charts.model_server import ARTIFACTS_MOUNT_PATH, ARTIFACTS_ROLE
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.node_pools import NodePool
 
@@ -64,6 +61,10 @@ ROOT_IMAGE_POD_SECURITY: Json = {
     "runAsNonRoot": False,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
+# The Ray images' user ``ray`` and its group ``users``: the Mountpoint volumes Ray pods read
+# are mounted with these ids, and emptyDirs are group-owned by the group.
+RAY_UID = 1000
+RAY_GID = 100
 # The Ray images (``rayproject/ray-llm`` on GPUs, the platform's Neuron Ray image) define the
 # user ``ray`` (uid 1000) and install Ray and its Python for it, so Ray runs as that user. The
 # root filesystem stays writable: Ray writes sessions, logs and spilled objects under /tmp/ray
@@ -114,6 +115,11 @@ def accelerator_resource(spec: ModelDeploymentSpec) -> dict[str, str]:
     """The device-plugin resource of one replica: TP NeuronCores or TP GPUs."""
     resource = names.NEURONCORE_RESOURCE if spec.on_neuron else names.NVIDIA_GPU_RESOURCE
     return {resource: str(spec.tensor_parallel_size)}
+
+
+def memory_share_mib(memory_mib: int, fraction: float, cap_mib: int) -> int:
+    """A share of a pod's memory in whole 256 MiB, at most ``cap_mib``."""
+    return min(int(memory_mib * fraction) // 256 * 256, cap_mib)
 
 
 def env(values: Mapping[str, str]) -> list[Json]:

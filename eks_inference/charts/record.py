@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eks_inference.charts.common import chart_id, check_object_size
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import check_object_size
 from eks_inference.specification.deployment import ModelDeploymentSpec
 
 
@@ -30,7 +30,7 @@ class ChartRecord:
     - ``role``: what the chart is (``network-policy``, ``model-weights``, ``endpoint``...);
       the manifest writer names a deployment's files after it.
     - ``objects``: the Kubernetes objects, in apply order; each at most
-      :data:`~eks_inference.charts.common.MAX_OBJECT_BYTES` as JSON, refused otherwise.
+      :data:`~eks_inference.charts.metadata.MAX_OBJECT_BYTES` as JSON, refused otherwise.
     - ``needs``: what the objects need from the platform.
     - ``deployment_name``: the deployment the chart belongs to, ``None`` for the platform's
       own charts (namespace, exporters, API key, NodePools, traffic splits).
@@ -57,6 +57,11 @@ class ChartRecord:
     def applied_after(self, *charts: ChartRecord) -> ChartRecord:
         """This chart, applied after ``charts`` as well."""
         return replace(self, after=(*self.after, *(chart.chart_id for chart in charts)))
+
+
+def chart_id(deployment_name: str, role: str) -> str:
+    """Id of a deployment's chart with ``role``: ``<deployment>-<role>``, unique in an app."""
+    return f"{deployment_name}-{role}"
 
 
 def deployment_chart(

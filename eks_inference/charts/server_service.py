@@ -1,7 +1,7 @@
 """The Service and PodDisruptionBudget in front of a Deployment of model servers.
 
 Every engine whose servers are one ``apps/v1`` Deployment with the OpenAI API on
-:data:`~eks_inference.charts.common.OPENAI_PORT` (standalone vLLM, Triton) exposes them the
+:data:`~eks_inference.charts.model_server.OPENAI_PORT` (standalone vLLM, Triton) exposes them the
 same way: a ClusterIP Service named after the deployment, whose one port is the one the load
 balancer's target group, the other pods' clients and Prometheus reach, and a budget that lets
 node drains evict one replica at a time.
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from eks_inference.charts.common import OPENAI_PORT, api_object, metadata
+from eks_inference.charts.metadata import api_object, metadata
+from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.pod import Json
 from eks_inference.specification.deployment import ModelDeploymentSpec
 

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from eks_inference.charts.common import OPENAI_PORT, selector_labels
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import selector_labels
+from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.pod import Json
 from eks_inference.charts.server_service import HTTP_PORT_NAME
 from eks_inference.names import INFERENCE_NAMESPACE
@@ -31,7 +32,7 @@ from eks_inference.observability.observed import ObservedEngine
 from eks_inference.specification.engines import Engine, engine_of
 
 if TYPE_CHECKING:
-    from eks_inference.charts.common import RenderContext
+    from eks_inference.charts.context import RenderContext
     from eks_inference.charts.mountpoint import MountpointVolume
     from eks_inference.specification.deployment import ModelDeploymentSpec
     from eks_inference.specification.platform import Placement

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from eks_inference.charts import pod
-from eks_inference.charts.common import api_object, metadata
+from eks_inference.charts.metadata import api_object, metadata
 from eks_inference.specification.deployment import ModelDeploymentSpec
 
 SHIPPED_PATH = "/opt/eks-inference/serve"

@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from eks_inference.charts.common import OPENAI_PORT, PART_OF, api_object, metadata
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.ingress import (
     ALB_ANNOTATION_PREFIX,
@@ -34,6 +33,8 @@ from eks_inference.charts.ingress import (
     strip_prefix_transform,
     target_annotations,
 )
+from eks_inference.charts.metadata import PART_OF, api_object, metadata
+from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.record import ChartRecord
 from eks_inference.charts.serving import serving_engine
 from eks_inference.names import ALB_INGRESS_CLASS, COMPONENT_LABEL, INFERENCE_NAMESPACE

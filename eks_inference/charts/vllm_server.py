@@ -14,12 +14,9 @@ import json
 from typing import Any
 
 from eks_inference.charts import kv_offload
-from eks_inference.charts.common import (
-    OPENAI_PORT,
-    RenderContext,
-    compiled_artifacts_path,
-    memory_share_mib,
-)
+from eks_inference.charts.context import RenderContext
+from eks_inference.charts.model_server import OPENAI_PORT, compiled_artifacts_path
+from eks_inference.charts.pod import memory_share_mib
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.artifacts import override_neuron_config
 from eks_inference.specification.deployment import ModelDeploymentSpec

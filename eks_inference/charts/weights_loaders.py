@@ -37,8 +37,8 @@ from typing import ClassVar, Literal
 from eks_inference import names
 from eks_inference.catalog import sizing
 from eks_inference.charts import pod
-from eks_inference.charts.common import MODEL_MOUNT_PATH, WEIGHTS_ROLE
 from eks_inference.charts.contract import ServiceAccountNeed
+from eks_inference.charts.model_server import MODEL_MOUNT_PATH, WEIGHTS_ROLE
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.weights_rules import CACHE_HEADROOM

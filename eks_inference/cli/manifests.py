@@ -24,18 +24,21 @@ def write(
     """Render every deployment into ``out_dir``, replacing the files written there before;
     the files written. Every failure is one line: bad input exits 2, a failed write 1.
 
-    The renderer is imported here, not at start-up: it builds every chart module, which the
-    other commands do not need (it needs no JavaScript runtime: see
-    :mod:`eks_inference.charts.render`).
+    Every file is rendered (:mod:`eks_inference.charts.render`) before the writer
+    (:mod:`eks_inference.output.writer`) touches the directory, so a spec that cannot be
+    rendered leaves it as it was. The renderer is imported here, not at start-up: it builds
+    every chart module, which the other commands do not need (it needs no JavaScript runtime).
     """
-    from eks_inference.charts.common import MissingFileSystemError
-    from eks_inference.charts.render import write_manifests
+    from eks_inference.charts.context import MissingFileSystemError
+    from eks_inference.charts.render import render_files
     from eks_inference.output.directory import ForeignFilesError, OutputDirError
+    from eks_inference.output.writer import write_manifests
 
     # The messages quote names from the file system, where a newline is a legal character:
     # escaped, so that the error stays one line.
     try:
-        return write_manifests(platform, out_dir, allow_other_files=allow_other_files)
+        files = render_files(platform)
+        return write_manifests(files, out_dir, allow_other_files=allow_other_files)
     except ForeignFilesError as error:
         raise BadInput(
             printable(

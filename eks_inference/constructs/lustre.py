@@ -17,7 +17,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct
 
 from eks_inference import versions
-from eks_inference.charts.common import LustreMount
+from eks_inference.charts.context import LustreMount
 from eks_inference.charts.weights_loaders import LUSTRE_WEIGHTS_DIRECTORY
 from eks_inference.constructs.cluster import InferenceCluster
 from eks_inference.constructs.model_bucket import ModelBucket

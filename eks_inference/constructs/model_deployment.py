@@ -19,7 +19,7 @@ from constructs import Construct, IConstruct
 
 from eks_inference import names
 from eks_inference.charts.autoscaling import ROLE as AUTOSCALING_ROLE
-from eks_inference.charts.common import RenderContext
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import MountedPrefix, ServiceAccountNeed
 from eks_inference.charts.deployment import (
     compile_job_charts,

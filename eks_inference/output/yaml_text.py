@@ -2,12 +2,12 @@
 
 Kubernetes objects are dicts, lists, strings, ints, bools and ``None``. For them,
 :func:`block_yaml` writes the very text libyaml's emitter writes with :func:`dump_yaml
-<eks_inference.charts.common.dump_yaml>`'s settings (block style, keys in the order given, width
-100, indent 2, no anchors, ASCII with escapes, multi-line strings as literal blocks) without
-building a node tree: each distinct string's text is decided once (libyaml's scalar analysis,
-which :func:`allowed_styles` reproduces, and PyYAML's resolver decide its style, as they do for
-libyaml) and the documents are joined from those texts. libyaml's rules it mirrors, from its
-``emitter.c``:
+<eks_inference.output.yaml_dump.dump_yaml>`'s settings (block style, keys in the order given,
+width 100, indent 2, no anchors, ASCII with escapes, multi-line strings as literal blocks)
+without building a node tree: each distinct string's text is decided once (libyaml's scalar
+analysis, which :func:`allowed_styles` reproduces, and PyYAML's resolver decide its style, as
+they do for libyaml) and the documents are joined from those texts. libyaml's rules it mirrors,
+from its ``emitter.c``:
 
 * a block mapping's keys sit at its indent; a mapping in a mapping is indented by 2, a list in
   a mapping is not (``key:`` then ``- item`` at the key's column); a collection in a list item

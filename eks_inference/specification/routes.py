@@ -68,7 +68,7 @@ class Route:
     listener rule of its own. The clients' networks are ``source_cidrs``, the endpoint's; when it
     lists none (an internal endpoint) the Ingress accepts the cluster's VPC only, whose range
     the charts' render context carries
-    (:attr:`~eks_inference.charts.common.RenderContext.vpc_cidr`), so that an internal load
+    (:attr:`~eks_inference.charts.context.RenderContext.vpc_cidr`), so that an internal load
     balancer is never open to every address that can route to it. ``idle_timeout_seconds``
     is the load balancer's, the same on every route. ``api_key`` says whether the model
     servers require the platform's key.

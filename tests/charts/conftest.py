@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from eks_inference.charts.common import RenderContext
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.render import render_files, render_platform
 from eks_inference.specification.platform import PlatformSpec
 

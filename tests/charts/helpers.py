@@ -12,7 +12,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from eks_inference.charts.common import COMPILE_JOB_ROLE, COMPONENT_LABEL
+from eks_inference.charts.artifacts_gate import COMPILE_JOB_ROLE
+from eks_inference.names import COMPONENT_LABEL
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec

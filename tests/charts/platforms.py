@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Callable
 
 from bench.platforms import generated_platform
-from eks_inference.charts.common import LustreMount, RenderContext
+from eks_inference.charts.context import LustreMount, RenderContext
 from eks_inference.charts.render import default_context
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.platform import PlatformSpec

@@ -24,12 +24,9 @@ import yaml
 
 from eks_inference import names
 from eks_inference.catalog.sizing import pod_resources
-from eks_inference.charts.common import (
+from eks_inference.charts.artifacts_gate import (
     ARTIFACTS_GATE_CONTAINER,
-    ARTIFACTS_MOUNT_PATH,
     COMPILE_JOB_ROLE,
-    COMPONENT_LABEL,
-    MODEL_MOUNT_PATH,
     compile_job_name,
     gates_on_compiled_artifacts,
 )
@@ -44,8 +41,10 @@ from eks_inference.charts.compile_job import (
     active_deadline_seconds,
 )
 from eks_inference.charts.deployment import compile_job_charts, deployment_charts
+from eks_inference.charts.model_server import ARTIFACTS_MOUNT_PATH, MODEL_MOUNT_PATH
 from eks_inference.charts.render import default_context, render_files, render_platform
 from eks_inference.charts.vllm_server import vllm_server_args
+from eks_inference.names import COMPONENT_LABEL
 from eks_inference.serve.image import neuron_ray_build_args
 from eks_inference.specification.artifacts import (
     COMPLETION_MARKER_NAME,

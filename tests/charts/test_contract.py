@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from eks_inference import names
-from eks_inference.charts.common import MAX_OBJECT_BYTES
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds, ServiceAccountNeed
 from eks_inference.charts.deployment import compile_job_charts, deployment_charts, needs_of
+from eks_inference.charts.metadata import MAX_OBJECT_BYTES
 from eks_inference.charts.record import ChartRecord
 from eks_inference.specification.artifacts import artifact_prefix
 from eks_inference.specification.deployment import ModelDeploymentSpec

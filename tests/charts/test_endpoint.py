@@ -18,11 +18,7 @@ import pytest
 import yaml
 
 from eks_inference import names
-from eks_inference.charts.common import (
-    API_KEY_ENV,
-    API_KEY_SECRET_NEED,
-    KEEP_ALIVE_MARGIN_S,
-)
+from eks_inference.charts.api_key import API_KEY_SECRET_NEED
 from eks_inference.charts.deployment import deployment_charts, endpoint_charts, needs_of
 from eks_inference.charts.ingress import (
     ALB_ANNOTATION_PREFIX,
@@ -33,6 +29,7 @@ from eks_inference.charts.ingress import (
     strip_prefix_transform,
 )
 from eks_inference.charts.ingress import ingress as render_ingress
+from eks_inference.charts.model_server import KEEP_ALIVE_MARGIN_S
 from eks_inference.charts.render import API_KEY_FILE, render_files, render_platform
 from eks_inference.charts.shipped import SHIPPED_PATH
 from eks_inference.engines.rayservice.engine import (
@@ -41,6 +38,7 @@ from eks_inference.engines.rayservice.engine import (
     serve_service_name,
 )
 from eks_inference.engines.vllm.engine import TERMINATION_GRACE_S
+from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import api_key_secret_name, idle_timeout_seconds
 from eks_inference.versions import KUBERNETES_VERSION

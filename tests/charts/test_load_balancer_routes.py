@@ -29,11 +29,11 @@ from fastapi import FastAPI, WebSocket
 from fastapi.responses import JSONResponse
 from ray import serve
 
-from eks_inference.charts.common import API_KEY_ENV, HEALTH_PATH, OPENAI_PORT
 from eks_inference.charts.ingress import ALB_ANNOTATION_PREFIX, ingress
+from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.serving import serving_engine
 from eks_inference.engines.rayservice.engine import SERVE_PROXY_HEALTH_PATH
-from eks_inference.serve.api_key_auth import VLLMAPIKeyMiddleware
+from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH, VLLMAPIKeyMiddleware
 from eks_inference.serve.neuron.app import api_key_ingress
 from eks_inference.serve.neuron.server import OpenAIServer
 from eks_inference.specification.deployment import ModelDeploymentSpec

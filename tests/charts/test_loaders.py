@@ -12,8 +12,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from eks_inference.charts.common import MODEL_MOUNT_PATH, LustreMount, MissingFileSystemError
+from eks_inference.charts.context import LustreMount, MissingFileSystemError
 from eks_inference.charts.deployment import deployment_charts, needs_of
+from eks_inference.charts.model_server import MODEL_MOUNT_PATH
 from eks_inference.charts.render import render_files, render_platform
 from eks_inference.charts.weights_loaders import IMAGE_COPY_CONTAINER, LUSTRE_WEIGHTS_DIRECTORY
 from eks_inference.specification.platform import PlatformSpec

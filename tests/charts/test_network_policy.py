@@ -25,7 +25,8 @@ import pytest
 import yaml
 
 from eks_inference import names, versions
-from eks_inference.charts.common import COMPILE_JOB_ROLE, OPENAI_PORT
+from eks_inference.charts.artifacts_gate import COMPILE_JOB_ROLE
+from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.render import render_platform
 from eks_inference.engines.rayservice.pods import HEAD_COMPONENT, RAY_METRICS_PORT, WORKER_COMPONENT
 from eks_inference.engines.vllm.engine import COMPONENT as VLLM_COMPONENT

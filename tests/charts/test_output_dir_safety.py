@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eks_inference.charts.render import FILE_HEADER as HEADER
 from eks_inference.output.directory import MARKER, OutputDirError, replace_owned_files
+from eks_inference.output.writer import FILE_HEADER as HEADER
 from tests.charts.conftest import Rendered
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from eks_inference import names
-from eks_inference.charts.common import (
-    API_KEY_ENV,
+from eks_inference.charts.api_key import requires_api_key
+from eks_inference.charts.model_server import (
     ARTIFACTS_MOUNT_PATH,
     MODEL_MOUNT_PATH,
     SCRATCH_COMPILED_ARTIFACTS_PATH,
-    requires_api_key,
 )
 from eks_inference.charts.shipped import SHIPPED_PATH, code_digest, module_file, module_source
 from eks_inference.engines.rayservice.engine import SERVE_APP_MODULES
@@ -17,6 +16,7 @@ from eks_inference.engines.rayservice.serve_config import (
     max_ongoing_requests,
     neuron_app_args,
 )
+from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.startup_budget import rollout_seconds
 from eks_inference.versions import RAY_LLM_GPU_IMAGE, RAY_VERSION

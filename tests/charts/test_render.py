@@ -17,17 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eks_inference.charts import render
-from eks_inference.charts.common import dump_yaml
 from eks_inference.charts.deployment import RenderedDeployment, deployment_charts
-from eks_inference.charts.render import (
-    FILE_HEADER as HEADER,
-)
-from eks_inference.charts.render import (
-    default_context,
-    render_files,
-    render_platform,
-    write_manifests,
-)
+from eks_inference.charts.render import default_context, render_files, render_platform
+from eks_inference.cli.manifests import write
 from eks_inference.output import directory as output_dir
 from eks_inference.output.directory import (
     MARKER,
@@ -35,9 +27,12 @@ from eks_inference.output.directory import (
     OutputDirError,
     replace_owned_files,
 )
+from eks_inference.output.writer import FILE_HEADER as HEADER
+from eks_inference.output.writer import write_manifests
+from eks_inference.output.yaml_dump import dump_yaml
 from eks_inference.serve.image import asset_image_uri
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.conftest import CONTEXT, REPO, Rendered
+from tests.charts.conftest import CONTEXT, REFERENCE_PLATFORM, REPO, Rendered
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -101,8 +96,8 @@ def test_multiline_strings_are_literal_blocks(reference: Rendered) -> None:
 
 def test_write_is_deterministic(tmp_path: Path, reference_platform: PlatformSpec) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
-    write_manifests(reference_platform, first, CONTEXT)
-    write_manifests(reference_platform, second, CONTEXT)
+    write_manifests(render_files(reference_platform, CONTEXT), first)
+    write_manifests(render_files(reference_platform, CONTEXT), second)
     assert _tree(first) == _tree(second)
     assert set(_tree(first)) == {*render_files(reference_platform, CONTEXT), MARKER}
 
@@ -110,7 +105,7 @@ def test_write_is_deterministic(tmp_path: Path, reference_platform: PlatformSpec
 def test_the_marker_lists_exactly_the_files_written(
     tmp_path: Path, reference_platform: PlatformSpec
 ) -> None:
-    written = write_manifests(reference_platform, tmp_path / "out", CONTEXT)
+    written = write_manifests(render_files(reference_platform, CONTEXT), tmp_path / "out")
     lines = (tmp_path / "out" / MARKER).read_text().splitlines()
     listed = [line for line in lines if not line.startswith("#")]
     assert listed == sorted(str(p.relative_to(tmp_path / "out")) for p in written)
@@ -383,7 +378,7 @@ def test_failure_while_rendering_keeps_the_previous_output(
     tmp_path: Path, reference_platform: PlatformSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "k8s_manifests"
-    write_manifests(reference_platform, out, CONTEXT)
+    write(reference_platform, REFERENCE_PLATFORM, out, allow_other_files=False)
     before = _tree(out)
     rendered = []
 
@@ -395,7 +390,7 @@ def test_failure_while_rendering_keeps_the_previous_output(
 
     monkeypatch.setattr(render, "deployment_charts", fail_on_second)
     with pytest.raises(RuntimeError, match="render failed"):
-        write_manifests(reference_platform, out, CONTEXT)
+        write(reference_platform, REFERENCE_PLATFORM, out, allow_other_files=False)
     assert _tree(out) == before
     assert [p.name for p in tmp_path.iterdir()] == ["k8s_manifests"]
 
@@ -416,7 +411,7 @@ def test_first_write_creates_the_directory(
     tmp_path: Path, reference_platform: PlatformSpec
 ) -> None:
     out = tmp_path / "new" / "k8s_manifests"
-    write_manifests(reference_platform, out, CONTEXT)
+    write_manifests(render_files(reference_platform, CONTEXT), out)
     assert (out / "namespace.yaml").is_file()
     assert oct(out.stat().st_mode & 0o777) == oct(0o755)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from eks_inference import names
-from eks_inference.charts.common import (
+from eks_inference.charts.model_server import (
     ARTIFACTS_MOUNT_PATH,
     MODEL_MOUNT_PATH,
     SCRATCH_COMPILED_ARTIFACTS_PATH,

@@ -1,7 +1,7 @@
 """The manifests' YAML written straight from the data is libyaml's text, byte for byte.
 
 :func:`~eks_inference.output.yaml_text.block_yaml` writes most streams; libyaml's emitter
-(:func:`~eks_inference.charts.common.libyaml_yaml`) writes the rest and is the reference.
+(:func:`~eks_inference.output.yaml_dump.libyaml_yaml`) writes the rest and is the reference.
 Held to it: every manifest file of every platform the chart tests render, and any JSON-like
 documents of hostile strings (every indicator, quote, escape, line break and resolvable text,
 keys of each kind, long enough to fold, nested deep). The fast writer must also be the one
@@ -20,8 +20,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eks_inference.charts.common import dump_yaml, libyaml_yaml
 from eks_inference.charts.render import platform_charts
+from eks_inference.output.yaml_dump import dump_yaml, libyaml_yaml
 from eks_inference.output.yaml_text import allowed_styles, block_yaml
 from tests.charts.platforms import PLATFORMS, writer_context
 

@@ -11,7 +11,7 @@ from aws_cdk import App, Stack
 from constructs import Construct
 
 from eks_inference import names
-from eks_inference.charts.common import API_KEY_SECRET_NEED
+from eks_inference.charts.api_key import API_KEY_SECRET_NEED
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.monitoring import PODMONITOR_CRD
 from eks_inference.constructs import (

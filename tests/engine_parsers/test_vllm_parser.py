@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from eks_inference.charts.common import RenderContext, requires_api_key
+from eks_inference.charts.api_key import requires_api_key
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.shipped import VLLM_API_KEY_MIDDLEWARE
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec

@@ -13,7 +13,7 @@ import yaml
 
 from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.catalog.spot_prices import SPOT_PRICES
-from eks_inference.charts.common import RenderContext
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.serving import serving_engine
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.plan import plan_platform

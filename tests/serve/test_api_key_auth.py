@@ -19,10 +19,10 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from ray.serve.exceptions import BackPressureError
 
-from eks_inference.charts.common import API_KEY_ENV
 from eks_inference.charts.shipped import API_KEY_AUTH_MODULE, VLLM_API_KEY_MIDDLEWARE
 from eks_inference.serve import api_key_auth
 from eks_inference.serve.api_key_auth import (
+    API_KEY_ENV,
     APIKeyMiddleware,
     VLLMAPIKeyMiddleware,
     bearer_credentials,

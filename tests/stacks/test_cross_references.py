@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from eks_inference import names
-from eks_inference.charts.common import COMPILE_JOB_ROLE, COMPONENT_LABEL
+from eks_inference.charts.artifacts_gate import COMPILE_JOB_ROLE
 from eks_inference.charts.render import render_platform
+from eks_inference.names import COMPONENT_LABEL
 from eks_inference.serve.image import asset_image_uri
 from eks_inference.specification.node_pools import Taint
 from eks_inference.specification.platform import PlatformSpec

@@ -10,9 +10,9 @@ import pytest
 from aws_cdk import App, Stack
 from aws_cdk import aws_ec2 as ec2
 
-from eks_inference.charts.common import chart_id
 from eks_inference.charts.ingress import ALB_ANNOTATION_PREFIX, ENDPOINT_ROLE
 from eks_inference.charts.network_policy import ROLE as NETWORK_POLICY_ROLE
+from eks_inference.charts.record import chart_id
 from eks_inference.names import VPC_CIDR
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.stacks import InferenceStack

@@ -19,14 +19,14 @@ from aws_cdk import App, Stack
 from typer.testing import CliRunner
 
 from eks_inference.charts import pod
-from eks_inference.charts.common import COMPILE_JOB_ROLE, COMPONENT_LABEL
+from eks_inference.charts.artifacts_gate import COMPILE_JOB_ROLE
 from eks_inference.charts.contract import PodNeed
 from eks_inference.charts.karpenter import karpenter_chart, karpenter_offers
 from eks_inference.charts.render import KARPENTER_FILE, render_platform
 from eks_inference.charts.scheduling import INSTANCE_TYPE_LABEL, NodeOffer, Taint, unmet
 from eks_inference.cli.main import app as cli
 from eks_inference.constructs import InferenceCluster, KarpenterNodeProvisioning, PlatformAddons
-from eks_inference.names import NODE_POOL_LABEL
+from eks_inference.names import COMPONENT_LABEL, NODE_POOL_LABEL
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.stacks import build_app

@@ -22,7 +22,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from eks_inference import versions
-from eks_inference.charts.common import API_KEY_SECRET_NEED
+from eks_inference.charts.api_key import API_KEY_SECRET_NEED
 from eks_inference.charts.ingress import api_key_chart
 from eks_inference.constructs._nag import acknowledge
 from eks_inference.constructs.addons.helm import PinnedHelmChart, on_pool

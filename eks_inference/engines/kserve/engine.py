@@ -21,17 +21,11 @@ from typing import TYPE_CHECKING
 from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
 from eks_inference.charts import pod, shipped
-from eks_inference.charts.common import (
-    API_KEY_SECRET_NEED,
-    OPENAI_PORT,
-    RenderContext,
-    api_object,
-    metadata,
-    object_labels,
-    requires_api_key,
-    selector_labels,
-)
+from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
+from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.network_rules import peer, policy, ports, rule
 from eks_inference.charts.pod import Json
 from eks_inference.charts.serving import (

@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from eks_inference import names, versions
-from eks_inference.charts.common import PART_OF, api_object, metadata
+from eks_inference.charts.metadata import PART_OF, api_object, metadata
 from eks_inference.engines.kserve.options import MAX_REQUEST_TIMEOUT_S
 from eks_inference.observability.signals import DEPLOYMENT_LABEL, SCRAPE_INTERVAL_SECONDS, seconds
 from eks_inference.specification.node_pools import NodePool

@@ -19,22 +19,13 @@ from typing import TYPE_CHECKING
 from eks_inference import metrics, names, versions
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod, shipped
-from eks_inference.charts.common import (
-    API_KEY_ENV,
-    API_KEY_SECRET_NEED,
-    RAY_GID,
-    RAY_UID,
-    RenderContext,
-    api_object,
-    dump_yaml,
-    keep_alive_seconds,
-    metadata,
-    object_labels,
-    requires_api_key,
-)
+from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import api_object, metadata, object_labels
+from eks_inference.charts.model_server import keep_alive_seconds
 from eks_inference.charts.network_rules import components, peer, policy, ports, rule
-from eks_inference.charts.pod import Json
+from eks_inference.charts.pod import RAY_GID, RAY_UID, Json
 from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
@@ -56,6 +47,8 @@ from eks_inference.engines.rayservice.serve_config import DOWNSCALE_DELAY_S, ser
 from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE, INSTANCE_LABEL
 from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
 from eks_inference.observability.signals import matchers
+from eks_inference.output.yaml_dump import dump_yaml
+from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.serve.image import NEURON_RAY_IMAGE
 from eks_inference.specification.capabilities import ReadsVolumesAs, ScalesToZero
 from eks_inference.specification.deployment import ModelDeploymentSpec

@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING
 
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod
-from eks_inference.charts.common import (
+from eks_inference.charts.artifacts_gate import gates_on_compiled_artifacts
+from eks_inference.charts.context import RenderContext
+from eks_inference.charts.metadata import object_labels
+from eks_inference.charts.model_server import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
     MODEL_MOUNT_PATH,
     OPENAI_PORT,
     WEIGHTS_ROLE,
-    RenderContext,
     compiled_artifacts_path,
-    gates_on_compiled_artifacts,
-    memory_share_mib,
-    object_labels,
 )
+from eks_inference.charts.pod import memory_share_mib
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import Placement
 from eks_inference.versions import RAY_HEAD_GPU_IMAGE, RAY_LLM_GPU_IMAGE

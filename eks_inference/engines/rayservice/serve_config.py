@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from eks_inference.charts.common import (
-    API_KEY_ENV,
-    MODEL_MOUNT_PATH,
-    keep_alive_seconds,
-    requires_api_key,
-)
+from eks_inference.charts.api_key import requires_api_key
+from eks_inference.charts.model_server import MODEL_MOUNT_PATH, keep_alive_seconds
 from eks_inference.charts.vllm_server import neuron_additional_config
 from eks_inference.names import NEURON_SERVER_DEPLOYMENT
+from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.routes import Route
 

@@ -19,21 +19,16 @@ from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod, shipped, vllm_server
-from eks_inference.charts.common import (
-    API_KEY_ENV,
-    API_KEY_SECRET_NEED,
+from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
+from eks_inference.charts.context import RenderContext
+from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
+from eks_inference.charts.model_server import (
     MODEL_MOUNT_PATH,
     OPENAI_PORT,
     WEIGHTS_ROLE,
-    RenderContext,
-    api_object,
     keep_alive_seconds,
-    metadata,
-    object_labels,
-    requires_api_key,
-    selector_labels,
 )
-from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.server_service import (
     HTTP_PORT_NAME,
     service_and_disruption_budget,
@@ -68,6 +63,7 @@ from eks_inference.observability.observed import (
     ReplicaSeries,
 )
 from eks_inference.observability.signals import matchers
+from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.serve.triton_openai import READY_PATH
 from eks_inference.specification.capabilities import ServesExtraApiPaths, ServesModelRepository
 from eks_inference.specification.deployment import ModelDeploymentSpec

@@ -16,23 +16,17 @@ from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import kv_offload, pod, shipped, vllm_server
-from eks_inference.charts.common import (
-    API_KEY_ENV,
-    API_KEY_SECRET_NEED,
+from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
+from eks_inference.charts.artifacts_gate import gates_on_compiled_artifacts
+from eks_inference.charts.context import RenderContext
+from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
+from eks_inference.charts.model_server import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
-    HEALTH_PATH,
     OPENAI_PORT,
-    RenderContext,
-    api_object,
-    gates_on_compiled_artifacts,
     keep_alive_seconds,
-    metadata,
-    object_labels,
-    requires_api_key,
-    selector_labels,
 )
-from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.server_service import (
     HTTP_PORT_NAME,
     service_and_disruption_budget,
@@ -48,6 +42,7 @@ from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
 from eks_inference.observability.signals import matchers
+from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.capabilities import AutoscalesOnQueue, OffloadsKvCache
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.kv_serving import replica_memory_mib

@@ -15,9 +15,9 @@ import kubernetes_validate
 import pytest
 from pydantic import ValidationError
 
-from eks_inference.charts.common import COMPONENT_LABEL, INSTANCE_LABEL
 from eks_inference.charts.ingress import ALB_ANNOTATION_PREFIX
 from eks_inference.charts.render import render_platform
+from eks_inference.names import COMPONENT_LABEL, INSTANCE_LABEL
 from eks_inference.observability.dashboards import dashboard
 from eks_inference.observability.signals import signals_of
 from eks_inference.specification import engines

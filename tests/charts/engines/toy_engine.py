@@ -15,18 +15,10 @@ from eks_inference import metrics
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod, vllm_server
-from eks_inference.charts.common import (
-    HEALTH_PATH,
-    MODEL_MOUNT_PATH,
-    OPENAI_PORT,
-    WEIGHTS_ROLE,
-    RenderContext,
-    api_object,
-    metadata,
-    object_labels,
-    selector_labels,
-)
+from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
+from eks_inference.charts.model_server import MODEL_MOUNT_PATH, OPENAI_PORT, WEIGHTS_ROLE
 from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
@@ -39,6 +31,7 @@ from eks_inference.charts.serving import (
 )
 from eks_inference.names import INFERENCE_NAMESPACE, service_account_name
 from eks_inference.observability.signals import matchers
+from eks_inference.serve.api_key_auth import HEALTH_PATH
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route

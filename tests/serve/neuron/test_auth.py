@@ -20,7 +20,7 @@ from ray.serve._private.common import DeploymentID
 from ray.serve._private.replica import UserCallableWrapper
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
-from eks_inference.charts.common import API_KEY_ENV
+from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.serve.neuron.app import (
     NeuronLLMServer,
     api_key_ingress,
