@@ -46,7 +46,13 @@ from pydantic_core import CoreSchema
 
 from eks_inference.catalog import Accelerator
 from eks_inference.specification.capabilities import Capability
-from eks_inference.specification.validation import Rule, required_fields, rule_error
+from eks_inference.specification.validation import (
+    Rule,
+    prior_fields,
+    required_fields,
+    rule_error,
+    validate_explained,
+)
 
 if TYPE_CHECKING:
     from eks_inference.specification.deployment import ModelDeploymentSpec
@@ -247,13 +253,15 @@ def _validated_options(
 
     Absent options are the model's defaults (an error naming each required option, for an
     engine that cannot serve without them). With no valid engine beside them (the ``engine``
-    field failed, or the field is validated on its own), there is nothing to validate them as:
-    they are refused, which only keeps rules from reading them.
+    field failed), there is nothing to validate given options as: they are refused, which also
+    keeps rules from reading them.
     """
-    name = info.data.get("engine") if info.data else None
+    name = prior_fields(info).get("engine")
     engine = ENGINES.get(name) if isinstance(name, str) else None
     if engine is None:
-        raise rule_error("options are validated against the deployment's engine")
+        if value is None:
+            return None
+        raise rule_error("options are checked against the engine, once engine is valid")
     model = engine.options
     if model is None:
         if value is None:
@@ -270,7 +278,7 @@ def _validated_options(
         raise rule_error(
             f"engine {engine.name} needs its options: add options with {', '.join(required)}"
         )
-    return model.model_validate({} if value is None else value)
+    return validate_explained(model, {} if value is None else value)
 
 
 class _OptionsOfEachEngine:
@@ -307,10 +315,14 @@ def options_by_engine(schema: dict[str, Any]) -> None:
     conditions = [
         {
             "if": {"properties": {"engine": {"const": choice["x-engine"]}}},
-            "then": {"properties": {"options": {"$ref": choice["$ref"]}}},
+            "then": {
+                "properties": {
+                    "options": {key: value for key, value in choice.items() if key != "x-engine"}
+                }
+            },
         }
         for choice in choices
-        if "x-engine" in choice and "$ref" in choice
+        if "x-engine" in choice
     ]
     if conditions:
         schema["allOf"] = conditions

@@ -16,6 +16,7 @@ name cannot make a 5,000-character error.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import re
@@ -24,7 +25,13 @@ from dataclasses import dataclass
 from types import UnionType
 from typing import Annotated, Any, Generic, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ModelWrapValidatorHandler, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ModelWrapValidatorHandler,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+)
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 # The error type of every rule of the specs, so that callers can tell rules from parse errors.
@@ -40,6 +47,8 @@ MAX_ECHOED_CHARACTERS = 40
 # deployments sharing a pool, say, of which there may be hundreds. Lists of choices (block
 # sizes, degrees, instance types) are shorter, and kept whole.
 MAX_ECHOED_ITEMS = 20
+# The context key under which a field validated on its own finds those validated before it.
+_PRIOR_FIELDS = "eks_inference.prior_fields"
 # How alike a key and a field name must be to suggest one for the other (difflib's ratio):
 # ``tensor_paralel_size`` and ``maxReplicas`` match their fields; ``replicas`` matches none.
 _SUGGESTION_CUTOFF = 0.75
@@ -191,6 +200,21 @@ def validate_with_rules(
     return model
 
 
+def validate_explained(cls: type[ModelT], data: Any) -> ModelT:
+    """``data`` validated as ``cls``, unknown fields explained as in every spec (the field a
+    misspelt key resembles suggested): for a model validated by a validator of another (an
+    engine's options inside a deployment), whose errors pydantic then reports under the
+    field's path."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as error:
+        details, _ = _explain_unknown_fields(cls, data, error.errors(include_url=False))
+        problems = Problems(cls.__name__)
+        problems.add_details(details)
+        problems.raise_if_any()
+        raise
+
+
 def _field_names(cls: type[BaseModel]) -> list[str]:
     return [field.alias or name for name, field in cls.model_fields.items()]
 
@@ -317,9 +341,12 @@ def _partial_model(
     for name, field in cls.model_fields.items():
         nested = _model_class(field.annotation)
         if name not in errors_of:
-            if name in data:
+            if name in data or field.validate_default:
+                given = data[name] if name in data else field.get_default(call_default_factory=True)
                 try:
-                    values[name] = _field_adapter(cls, name).validate_python(data[name])
+                    values[name] = _field_adapter(cls, name).validate_python(
+                        given, context={_PRIOR_FIELDS: dict(values)}
+                    )
                 except ValidationError:
                     continue
             valid.add(name)
@@ -352,9 +379,22 @@ def _model_class(annotation: Any, within_containers: bool = False) -> type[BaseM
     return None
 
 
+def prior_fields(info: ValidationInfo) -> Mapping[str, Any]:
+    """The fields validated before the one ``info`` is of, for a validator that depends on
+    them: the model's, or, for a field validated on its own (in a partial model, see
+    :func:`validate_with_rules`), those that validated before it."""
+    if info.data:
+        return info.data
+    context = info.context
+    prior = context.get(_PRIOR_FIELDS) if isinstance(context, Mapping) else None
+    return prior if isinstance(prior, Mapping) else {}
+
+
 @functools.cache
 def _field_adapter(cls: type[BaseModel], name: str) -> TypeAdapter[Any]:
-    field = cls.model_fields[name]
-    # The field's type with its constraints and validators, as pydantic reads an annotation.
+    # The field's type with its constraints and validators, as pydantic reads an annotation;
+    # whether its default is validated means nothing outside a model, and pydantic warns of it.
+    field = copy.copy(cls.model_fields[name])
+    field.validate_default = None
     annotated: Any = Annotated[field.annotation, field]
     return TypeAdapter(annotated)

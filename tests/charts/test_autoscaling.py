@@ -70,7 +70,7 @@ def test_only_autoscaled_standalone_vllm_gets_a_scaled_object(rendered: Rendered
     for spec in AUTOSCALED.deployments:
         assert len(of_kind(objects[spec.name], "ScaledObject")) == 1
     ray = rendered.platform.deployments[0]
-    with pytest.raises(ValueError, match="only rendered for an engine that KEDA scales"):
+    with pytest.raises(ValueError, match="only rendered for a deployment that asks for one"):
         autoscaling_chart(ray)
 
 

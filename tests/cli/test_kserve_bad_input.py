@@ -24,10 +24,11 @@ def _example_with(edit: Callable[[dict[str, Any]], None]) -> str:
 def _vllm_at_zero(deployment: dict[str, Any]) -> None:
     deployment["engine"] = "vllm"
     deployment["scaling"] = {"min_replicas": 0, "max_replicas": 2, "autoscale": True}
+    del deployment["options"]  # KServe's, which vLLM has none of
 
 
 def _short_deadline(deployment: dict[str, Any]) -> None:
-    deployment["scaling"]["serverless"] = {"progress_deadline_seconds": 300}
+    deployment["options"] = {"progress_deadline_seconds": 300}
 
 
 def _on_inferentia(deployment: dict[str, Any]) -> None:
@@ -54,7 +55,7 @@ def _on_inferentia(deployment: dict[str, Any]) -> None:
         pytest.param(
             _short_deadline,
             (
-                "deployments.0.scaling.serverless.progress_deadline_seconds: 300 s is shorter "
+                "deployments.0.options.progress_deadline_seconds: 300 s is shorter "
                 "than a cold start",
                 "or remove it to use",
             ),

@@ -12,6 +12,7 @@ from typer.testing import Result
 
 from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.cli.plan_cells import money
+from eks_inference.engines.kserve.options import serverless_of
 from eks_inference.specification.cold_start import cold_start
 from eks_inference.specification.platform import PlatformSpec
 
@@ -22,7 +23,7 @@ EXAMPLE = REPO_ROOT / "examples" / "kserve-platform.yaml"
 PLATFORM = PlatformSpec.from_yaml(EXAMPLE)
 (SPEC,) = PLATFORM.deployments
 PRICE = INSTANCE_TYPES[SPEC.instance_type].price_per_hour
-RETENTION_HOURS = SPEC.scaling.serverless.retention_seconds / 3600
+RETENTION_HOURS = serverless_of(SPEC).retention_seconds / 3600
 COLD_START = cold_start(SPEC).total_seconds
 
 
@@ -32,7 +33,7 @@ def _expected_row(idle_hours: float) -> list[str]:
         SPEC.name,
         SPEC.weights.loader,
         f"{COLD_START:.0f}",
-        str(SPEC.scaling.serverless.retention_seconds),
+        str(serverless_of(SPEC).retention_seconds),
         money(PRICE),
         f"{idle_hours:g}",
         f"{at_zero:.2f}",

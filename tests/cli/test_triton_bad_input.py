@@ -21,20 +21,20 @@ def _triton(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _no_version(data: dict[str, Any]) -> None:
-    del _triton(data)["triton"]["models"][1]["versions"]
+    del _triton(data)["options"]["models"][1]["versions"]
 
 
 def _pinned_image(data: dict[str, Any]) -> None:
-    del _triton(data)["triton"]["image"]
+    del _triton(data)["options"]["image"]
 
 
 def _image_by_tag(data: dict[str, Any]) -> None:
-    image = _triton(data)["triton"]["image"]
+    image = _triton(data)["options"]["image"]
     image["uri"] = image["uri"].split("@", 1)[0]
 
 
 def _too_large(data: dict[str, Any]) -> None:
-    _triton(data)["triton"]["models"][1]["gpu_memory_mib"] = 12_288
+    _triton(data)["options"]["models"][1]["gpu_memory_mib"] = 12_288
 
 
 def _weights(data: dict[str, Any]) -> None:
@@ -50,18 +50,18 @@ def _unexposed(data: dict[str, Any]) -> None:
     [
         pytest.param(
             _no_version,
-            ("deployments.0.triton.models.1.versions:", "versions: [1]"),
+            ("deployments.0.options.models.1.versions:", "versions: [1]"),
             id="no-version",
         ),
         pytest.param(
             _pinned_image,
-            ("deployments.0.triton.models.1.backend:", "name it in triton.image"),
+            ("deployments.0.options.models.1.backend:", "name it in options.image"),
             id="backend-not-in-image",
         ),
         pytest.param(
             _image_by_tag,
             (
-                "deployments.0.triton.image.uri:",
+                "deployments.0.options.image.uri:",
                 "is not pinned by digest (a tag can later name another build); pin it by "
                 "digest: 111122223333.dkr.ecr.us-east-1.amazonaws.com/triton-vllm-onnx:25.11"
                 "@sha256:<digest>",
@@ -70,7 +70,7 @@ def _unexposed(data: dict[str, Any]) -> None:
         ),
         pytest.param(
             _too_large,
-            ("deployments.0.triton.models:", "lower limits.gpu_memory_utilization to"),
+            ("deployments.0.options.models:", "lower limits.gpu_memory_utilization to"),
             id="models-do-not-fit",
         ),
         pytest.param(

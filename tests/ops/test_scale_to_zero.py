@@ -15,6 +15,7 @@ from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.catalog.spot_prices import SPOT_PRICES
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.serving import serving_engine
+from eks_inference.engines.kserve.options import serverless_of
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.plan import plan_platform
 from eks_inference.ops.scale_to_zero import (
@@ -37,6 +38,8 @@ def _example(**changes: Any) -> PlatformSpec:
     for key, value in changes.items():
         if key == "capacity_type":
             data["node_pools"][1]["capacity_type"] = value
+        elif key == "options":
+            deployment["options"] = value
         else:
             deployment["scaling"][key] = value
     return PlatformSpec.model_validate(data)
@@ -74,7 +77,7 @@ def test_the_example_prints_its_own_cold_start_and_the_catalog_saving() -> None:
     assert zero.nodes_per_replica == math.ceil(1 / spec.replicas_per_node)
     assert zero.saved_per_idle_hour == pytest.approx(zero.nodes_per_replica * price)
     # Knative keeps the last replica for the retention period the spec sets.
-    retention = spec.scaling.serverless.retention_seconds
+    retention = serverless_of(spec).retention_seconds
     assert zero.delay_seconds == retention
     hours = DEFAULT_IDLE_HOURS - retention / 3600
     assert zero.hours_at_zero_per_day == pytest.approx(hours)
@@ -86,7 +89,7 @@ def test_the_example_prints_its_own_cold_start_and_the_catalog_saving() -> None:
 
 @pytest.mark.parametrize("idle", [0.0, 0.25, 6.0, 24.0])
 def test_the_idle_hours_less_the_retention_are_saved(idle: float) -> None:
-    platform = _example(serverless={"retention_seconds": 900})
+    platform = _example(options={"retention_seconds": 900})
     (deployment,) = plan_platform(platform, idle_hours=idle).deployments
     zero = deployment.scale_to_zero
     assert zero is not None

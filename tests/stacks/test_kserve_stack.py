@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from eks_inference import versions
-from eks_inference.charts.serving import serving_engine
+from eks_inference.charts.serving import engine_needs
 from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, example_group, lint_all
 
@@ -114,5 +114,5 @@ def test_no_role_for_kserve_knative_or_cert_manager(example: Synthesized) -> Non
 
 def test_the_reference_platform_needs_no_kserve() -> None:
     platform = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
-    assert not [c for s in platform.deployments for c in serving_engine(s).custom_resources]
+    assert not [c for s in platform.deployments for c in engine_needs(s).custom_resources]
     assert Path(EXAMPLE).is_file()

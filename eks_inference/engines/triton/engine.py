@@ -410,7 +410,7 @@ class TritonEngine(ServingEngine):
       LLM's ``model.json`` (:mod:`eks_inference.engines.triton.repository`); the pod template
       carries their digest, so a changed repository rolls the pods.
     - **PersistentVolume and claim** ``<deployment>-model-repository``, when the repository
-      has framework models: the Mountpoint volume of ``triton.repository_prefix``, whose
+      has framework models: the Mountpoint volume of ``options.repository_prefix``, whose
       version directories the pod mounts by ``subPath``.
     - **ConfigMap** ``<deployment>-serve-app``: the launcher and the API-key check.
     - **Deployment** of ``scaling.min_replicas`` pods, one model replica each on

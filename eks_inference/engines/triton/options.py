@@ -2,7 +2,7 @@
 
 Triton reads a folder of models, each a ``config.pbtxt`` and numbered version directories,
 and finds a mistake in them only when the server starts. Here the repository is part of the
-deployment spec (``triton.models``), so what a server would refuse at start-up (a model with
+deployment spec (``options.models``), so what a server would refuse at start-up (a model with
 no version, a backend its image does not have, models that do not fit the GPU together)
 fails validation under the field that causes it, with what would work.
 
@@ -19,7 +19,7 @@ image, which ships the ``vllm`` and ``python`` backends and none of the framewor
 ONNX Runtime and PyTorch are in the general ``-py3`` image, which has no vLLM (NVIDIA's
 answers in triton-inference-server/server issues 6708, 7445 and 8342; the
 ``-vllm-python-py3`` rows of ``docs/introduction/compatibility.md`` at v2.63.0). A
-repository that mixes the two runs on an image built from both, named in ``triton.image``
+repository that mixes the two runs on an image built from both, named in ``options.image``
 by digest with the backends it carries (``docs/triton.md`` gives its Dockerfile).
 """
 
@@ -264,7 +264,7 @@ def check_repository(options: TritonOptions, problems: Problems) -> None:
         if earlier != i:
             problems.add(
                 (*where, "name"),
-                f"model name {model.name!r} is also triton.models.{earlier}.name; Triton "
+                f"model name {model.name!r} is also options.models.{earlier}.name; Triton "
                 "finds a model by its directory's name: give each model its own",
                 model.name,
             )
@@ -371,7 +371,7 @@ def _missing_backend(options: TritonOptions, backend: str) -> str:
     shipped = ", ".join(sorted(options.image_backends))
     if options.image is not None:
         return (
-            f"backend {backend} is not among the backends triton.image declares ({shipped}); "
+            f"backend {backend} is not among the backends options.image declares ({shipped}); "
             "add it if the image carries it, or use one of those"
         )
     others = [uri for uri, backends in IMAGE_BACKENDS.items() if backend in backends]
@@ -379,7 +379,7 @@ def _missing_backend(options: TritonOptions, backend: str) -> str:
     return (
         f"backend {backend} is not in {image}, which ships {shipped}; NVIDIA publishes no "
         f"image with both vllm and {backend}{source}: build one from the two and name it in "
-        f"triton.image with backends: [vllm, python, {backend}] (see docs/triton.md)"
+        f"options.image with backends: [vllm, python, {backend}] (see docs/triton.md)"
     )
 
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from eks_inference import names
 from eks_inference.charts.render import render_platform
-from eks_inference.charts.serving import serving_engine
+from eks_inference.charts.serving import engine_needs, serving_engine
 from eks_inference.charts.vllm_server import vllm_server_args
 from eks_inference.engines.kserve import engine as kserve
 from eks_inference.engines.kserve.knative import (
@@ -26,6 +26,7 @@ from eks_inference.engines.kserve.knative import (
 )
 from eks_inference.metrics import unknown_metrics
 from eks_inference.observability.dashboards import dashboard, expressions
+from eks_inference.ops.scale_to_zero import scales_to_zero
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import idle_timeout_seconds
@@ -130,7 +131,7 @@ def test_the_example_platform_validates_and_scales_to_zero() -> None:
     spec = _spec()
     assert spec.engine == "kserve"
     assert (spec.scaling.min_replicas, spec.scaling.max_replicas) == (0, 2)
-    assert serving_engine(spec).scales_to_zero
+    assert scales_to_zero(spec)
 
 
 def test_every_object_validates_strictly_against_its_schema() -> None:
@@ -215,7 +216,8 @@ def test_the_contract_records_what_the_objects_need() -> None:
     needs = content.needs
     kinds = {o["kind"] for o in content.objects}
     assert kinds == {"ServiceAccount", "ConfigMap", "InferenceService"}
-    assert needs.custom_resources == (names.INFERENCESERVICE_CRD,)
+    # The CRD, of an optional add-on, is what the engine needs before anything renders.
+    assert engine_needs(spec).custom_resources == (names.INFERENCESERVICE_CRD,)
     assert needs.namespaces == (names.INFERENCE_NAMESPACE,)
     (identity,) = needs.service_accounts  # the Run:ai streamer reads its prefix
     assert identity.name == one(list(content.objects), "ServiceAccount")["metadata"]["name"]
@@ -287,20 +289,19 @@ def test_min_replicas_zero_is_refused_for_an_engine_that_does_not_scale_to_zero(
     assert "engine: rayservice or kserve" in message
 
 
-def test_serverless_settings_are_refused_for_an_engine_not_on_knative() -> None:
+def test_kserve_options_are_refused_for_an_engine_without_options() -> None:
     with pytest.raises(ValidationError) as raised:
         ModelDeploymentSpec.model_validate(
             _with(
                 engine="rayservice",
                 weights={"prefix": "models/mistral-7b/"},
-                scaling={
-                    "min_replicas": 0,
-                    "max_replicas": 2,
-                    "serverless": {"retention_seconds": 60},
-                },
+                scaling={"min_replicas": 0, "max_replicas": 2},
+                options={"retention_seconds": 60},
             )
         )
-    assert "remove it, or use engine: kserve" in _problems(raised.value)["scaling.serverless"]
+    assert _problems(raised.value)["options"] == (
+        "engine rayservice has no options; remove options (engines with options: kserve, triton)"
+    )
 
 
 def test_inferentia2_is_refused_with_the_reason() -> None:
@@ -323,20 +324,14 @@ def test_inferentia2_is_refused_with_the_reason() -> None:
 def test_scale_to_zero_bounds() -> None:
     with pytest.raises(ValidationError) as raised:
         ModelDeploymentSpec.model_validate(
-            _with(
-                scaling={
-                    "min_replicas": 0,
-                    "max_replicas": 2,
-                    "serverless": {"initial_replicas": 3},
-                }
-            )
+            _with(scaling={"min_replicas": 0, "max_replicas": 2}, options={"initial_replicas": 3})
         )
     assert (
         "must lie within min_replicas (0) and max_replicas (2)"
-        in (_problems(raised.value)["scaling.serverless.initial_replicas"])
+        in (_problems(raised.value)["options.initial_replicas"])
     )
     zero = ModelDeploymentSpec.model_validate(
-        _with(scaling={"min_replicas": 0, "max_replicas": 2, "serverless": {"initial_replicas": 0}})
+        _with(scaling={"min_replicas": 0, "max_replicas": 2}, options={"initial_replicas": 0})
     )
     assert kserve.initial_replicas(zero) == 0
     warm = ModelDeploymentSpec.model_validate(_with(scaling={"min_replicas": 2, "max_replicas": 2}))
@@ -351,28 +346,25 @@ def test_a_70b_cold_start_fails_a_short_deadline_and_passes_the_computed_one() -
     assert kserve.progress_deadline_seconds(computed) == rollout
     with pytest.raises(ValidationError) as raised:
         ModelDeploymentSpec.model_validate(
-            {
-                **G6E_70B,
-                "scaling": {**G6E_70B["scaling"], "serverless": {"progress_deadline_seconds": 600}},
-            }
+            {**G6E_70B, "options": {"progress_deadline_seconds": 600}}
         )
-    message = _problems(raised.value)["scaling.serverless.progress_deadline_seconds"]
+    message = _problems(raised.value)["options.progress_deadline_seconds"]
     assert f"600 s is shorter than a cold start of this deployment ({NODE_AND_IMAGE_SECONDS} s" in (
         message
     )
     assert f"= {rollout} s" in message
     assert f"set at least {rollout}, or remove it to use {rollout}" in message
-    exact = {**G6E_70B["scaling"], "serverless": {"progress_deadline_seconds": rollout}}
-    assert ModelDeploymentSpec.model_validate({**G6E_70B, "scaling": exact})
+    exact = {"progress_deadline_seconds": rollout}
+    assert ModelDeploymentSpec.model_validate({**G6E_70B, "options": exact})
 
 
 def test_a_request_timeout_shorter_than_a_cold_first_request_fails() -> None:
     spec = ModelDeploymentSpec.model_validate(G6E_70B)
     needed = idle_timeout_seconds(spec)
-    short = {**G6E_70B["scaling"], "serverless": {"request_timeout_seconds": 900}}
+    short = {"request_timeout_seconds": 900}
     with pytest.raises(ValidationError) as raised:
-        ModelDeploymentSpec.model_validate({**G6E_70B, "scaling": short})
-    message = _problems(raised.value)["scaling.serverless.request_timeout_seconds"]
+        ModelDeploymentSpec.model_validate({**G6E_70B, "options": short})
+    message = _problems(raised.value)["options.request_timeout_seconds"]
     assert "900 s does not cover a cold start" in message
     assert f"set at least {needed}" in message
 

@@ -25,7 +25,7 @@ from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
-from tests.charts.engines.toy_engine import COMPONENT, ToyEngine
+from tests.charts.engines.toy_engine import COMPONENT, ToyEngine, ToyOptions, toy_options
 from tests.charts.helpers import is_custom_resource, of_kind, one
 
 TOY = {
@@ -169,3 +169,76 @@ def test_the_toy_engines_services_take_part_in_the_name_rules(toy_registered: To
     clash = {**TOY, "name": "toy-7b-toy", "engine": "vllm"}
     with pytest.raises(ValidationError, match="needs the Service 'toy-7b-toy'"):
         PlatformSpec.model_validate({**PLATFORM, "deployments": [TOY, clash]})
+
+
+def test_the_toy_engines_options_are_validated_with_their_own_field_paths(
+    toy_registered: ToyEngine,
+) -> None:
+    spec = ModelDeploymentSpec.model_validate({**TOY, "options": {"extra_paths": ["/tokenize"]}})
+    assert toy_options(spec) == ToyOptions(extra_paths=("/tokenize",))
+    # Absent options are the defaults, and survive a round trip through model_dump().
+    defaulted = ModelDeploymentSpec.model_validate(TOY)
+    assert toy_options(defaulted) == ToyOptions()
+    assert ModelDeploymentSpec.model_validate(spec.model_dump()) == spec
+    with pytest.raises(ValidationError) as raised:
+        ModelDeploymentSpec.model_validate(
+            {**TOY, "options": {"extra_paths": ["tokenize"], "warm_replica": 1}}
+        )
+    problems = _problems(raised.value)
+    assert set(problems) == {("options", "extra_paths", 0), ("options", "warm_replica")}
+    assert "should match pattern" in problems[("options", "extra_paths", 0)]
+    assert problems[("options", "warm_replica")] == "unknown field; did you mean warm_replicas?"
+
+
+def test_the_toy_engines_own_rule_reads_its_option(toy_registered: ToyEngine) -> None:
+    with pytest.raises(ValidationError) as raised:
+        ModelDeploymentSpec.model_validate({**TOY, "options": {"warm_replicas": 3}})
+    assert _problems(raised.value) == {
+        ("options", "warm_replicas"): "warm_replicas (3) exceeds scaling.min_replicas (2); keep "
+        "at most that many warm"
+    }
+
+
+def test_the_toy_engines_options_are_refused_on_other_engines(toy_registered: ToyEngine) -> None:
+    with pytest.raises(ValidationError) as raised:
+        ModelDeploymentSpec.model_validate(
+            {**TOY, "engine": "vllm", "options": {"extra_paths": ["/tokenize"]}}
+        )
+    assert _problems(raised.value) == {
+        ("options",): "engine vllm has no options; remove options (engines with options: "
+        "kserve, triton, toy)"
+    }
+
+
+def test_the_json_schema_offers_the_toy_engines_options(toy_registered: ToyEngine) -> None:
+    schema = ModelDeploymentSpec.model_json_schema()
+    choices = schema["properties"]["options"]["anyOf"]
+    assert [choice.get("x-engine") for choice in choices] == ["kserve", "triton", "toy", None]
+    toy = next(choice for choice in choices if choice.get("x-engine") == "toy")
+    toy_schema = schema["$defs"][toy["$ref"].rsplit("/", 1)[1]] if "$ref" in toy else toy
+    assert toy_schema["properties"]["warm_replicas"] == {
+        "default": 1,
+        "description": "Replicas that must stay up; at most min_replicas.",
+        "maximum": 100,
+        "minimum": 0,
+        "title": "Warm Replicas",
+        "type": "integer",
+    }
+    (condition,) = [c for c in schema["allOf"] if c["if"]["properties"]["engine"]["const"] == "toy"]
+    assert condition["then"]["properties"]["options"] == {
+        key: value for key, value in toy.items() if key != "x-engine"
+    }
+
+
+def test_the_toy_engines_extra_paths_reach_the_load_balancer_behind_the_key(
+    toy_registered: ToyEngine,
+) -> None:
+    with_paths = {**TOY, "options": {"extra_paths": ["/tokenize"]}}
+    platform = PlatformSpec.model_validate({**PLATFORM, "deployments": [with_paths]})
+    (route,) = platform.routes().values()
+    assert route.api_paths == ("/v1", "/tokenize")
+    assert route.api_key
+    ingress = one(render_platform(platform, CONTEXT)["toy-7b"], "Ingress")
+    (rule,) = ingress["spec"]["rules"]
+    paths = [(p["path"], p["backend"]["service"]["name"]) for p in rule["http"]["paths"]]
+    assert paths == [("/toy-7b/v1", "toy-7b-toy"), ("/toy-7b/tokenize", "toy-7b-toy")]

@@ -27,6 +27,7 @@ from eks_inference.engines.triton.engine import (
     REPOSITORY_DIGEST_ANNOTATION,
     repository_config_map_name,
 )
+from eks_inference.engines.triton.options import triton_options
 from eks_inference.engines.triton.repository import REPOSITORY_PATH
 from eks_inference.metrics import metric_names, unknown_metrics
 from eks_inference.observability.dashboards import dashboard, expressions
@@ -104,13 +105,12 @@ def test_every_object_validates_strictly() -> None:
 
 
 def test_every_config_pbtxt_parses_as_a_model_config(model_config: ModuleType) -> None:
-    spec = example().deployment("qwen-triton")
-    assert spec.triton is not None
+    options = triton_options(example().deployment("qwen-triton"))
     configs = {k: v for k, v in repository().items() if k.endswith(".config.pbtxt")}
-    assert sorted(configs) == sorted(f"{m.name}.config.pbtxt" for m in spec.triton.models)
+    assert sorted(configs) == sorted(f"{m.name}.config.pbtxt" for m in options.models)
     for key, text in configs.items():
         message = text_format.Parse(text, model_config.ModelConfig())
-        model = next(m for m in spec.triton.models if key == f"{m.name}.config.pbtxt")
+        model = next(m for m in options.models if key == f"{m.name}.config.pbtxt")
         assert message.name == model.name
         assert message.backend == model.backend
         assert list(message.version_policy.specific.versions) == list(model.versions)
@@ -238,30 +238,30 @@ def _problems(data: dict[str, Any]) -> str:
 
 def test_a_model_with_no_version_names_the_field_and_the_fix() -> None:
     data = example_data()
-    del triton_data(data)["triton"]["models"][1]["versions"]
+    del triton_data(data)["options"]["models"][1]["versions"]
     message = _problems(data)
     assert re.search(
-        r"deployments\.0\.triton\.models\.1\.versions\n.*has no version.*versions: \[1\]", message
+        r"deployments\.0\.options\.models\.1\.versions\n.*has no version.*versions: \[1\]", message
     )
 
 
 def test_a_backend_the_image_does_not_ship_names_the_field_and_the_fix() -> None:
     data = example_data()
-    del triton_data(data)["triton"]["image"]
+    del triton_data(data)["options"]["image"]
     message = _problems(data)
     assert re.search(
-        r"deployments\.0\.triton\.models\.1\.backend\n.*backend onnxruntime is not in "
-        r"nvcr\.io/nvidia/tritonserver:25\.11-vllm-python-py3.*name it in triton\.image",
+        r"deployments\.0\.options\.models\.1\.backend\n.*backend onnxruntime is not in "
+        r"nvcr\.io/nvidia/tritonserver:25\.11-vllm-python-py3.*name it in options\.image",
         message,
     )
 
 
 def test_models_that_do_not_fit_the_gpu_together_name_the_field_and_the_fix() -> None:
     data = example_data()
-    triton_data(data)["triton"]["models"][1]["gpu_memory_mib"] = 12_288
+    triton_data(data)["options"]["models"][1]["gpu_memory_mib"] = 12_288
     message = _problems(data)
     assert re.search(
-        r"deployments\.0\.triton\.models\n.*framework models take 12288 MiB on each GPU.*"
+        r"deployments\.0\.options\.models\n.*framework models take 12288 MiB on each GPU.*"
         r"lower limits\.gpu_memory_utilization to 0\.\d+",
         message,
     )
@@ -269,15 +269,18 @@ def test_models_that_do_not_fit_the_gpu_together_name_the_field_and_the_fix() ->
 
 def test_triton_options_on_another_engine_are_refused() -> None:
     data = example_data()
-    data["deployments"][1]["triton"] = triton_data(data)["triton"]
+    data["deployments"][1]["options"] = triton_data(data)["options"]
     message = _problems(data)
-    assert re.search(r"deployments\.1\.triton\n.*applies only to engine: triton, not vllm", message)
+    assert re.search(r"deployments\.1\.options\n.*engine vllm has no options; remove", message)
 
 
 def test_an_engine_triton_deployment_needs_its_repository() -> None:
     data = example_data()
-    del triton_data(data)["triton"]
-    assert re.search(r"deployments\.0\.triton\n.*add triton: \{models", _problems(data))
+    del triton_data(data)["options"]
+    assert re.search(
+        r"deployments\.0\.options\n.*engine triton needs its options: add options with models",
+        _problems(data),
+    )
 
 
 def test_monitors_alerts_and_dashboard_read_tritons_metrics() -> None:

@@ -2,14 +2,20 @@
 
 ``engine: toy`` serves vLLM's OpenAI server on GPUs as a fixed-size Deployment behind a Service
 named ``<deployment>-toy``: different enough from the built-in engines (its own Service name,
-component, rule and dashboard title) that the tests see every place that asks the engine, and
-small enough to read in one sitting. ``docs/adding-an-engine.md`` walks through it.
+component, option, capability, rules and dashboard title) that the tests see every place that
+asks the engine, and small enough to read in one sitting. Its option ``options.extra_paths``
+names paths its server answers beside ``/v1`` (vLLM's ``/tokenize``, say), which it serves
+through the :class:`~eks_inference.specification.capabilities.ServesExtraApiPaths` capability;
+its option ``options.warm_replicas`` is checked by a rule of its own against the replica count.
+``docs/adding-an-engine.md`` walks through it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from eks_inference import metrics
 from eks_inference.catalog import Accelerator
@@ -19,20 +25,14 @@ from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
 from eks_inference.charts.model_server import MODEL_MOUNT_PATH, OPENAI_PORT, WEIGHTS_ROLE
-from eks_inference.charts.serving import (
-    Backend,
-    ChartObjects,
-    DeploymentKind,
-    EngineMetrics,
-    MetricsTarget,
-    ReplicaSeries,
-    ServingEngine,
-    WeightsVolume,
-)
+from eks_inference.charts.serving import Backend, ChartObjects, ServingEngine, WeightsVolume
 from eks_inference.names import INFERENCE_NAMESPACE, service_account_name
+from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
 from eks_inference.observability.signals import matchers
 from eks_inference.serve.api_key_auth import HEALTH_PATH
+from eks_inference.specification.capabilities import ServesExtraApiPaths
 from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.engines import engine_options
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
 from eks_inference.specification.startup_budget import model_load_seconds
@@ -45,6 +45,34 @@ if TYPE_CHECKING:
 COMPONENT = "toy"
 PORT_NAME = "http"
 GRACE_SECONDS = 60
+
+
+class ToyOptions(BaseModel):
+    """The toy engine's own options: extra paths its server answers, replicas kept warm."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    extra_paths: tuple[Annotated[str, Field(pattern=r"^/[a-z][a-z0-9_-]*$")], ...] = Field(
+        default=(), max_length=3, description="Paths beside /v1 the load balancer forwards."
+    )
+    warm_replicas: int = Field(
+        default=1, ge=0, le=100, description="Replicas that must stay up; at most min_replicas."
+    )
+
+
+def toy_options(spec: ModelDeploymentSpec) -> ToyOptions:
+    return engine_options(spec, ToyOptions)
+
+
+def _warm_within_the_replicas(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    warm = toy_options(spec).warm_replicas
+    if warm > spec.scaling.min_replicas:
+        problems.add(
+            ("options", "warm_replicas"),
+            f"warm_replicas ({warm}) exceeds scaling.min_replicas "
+            f"({spec.scaling.min_replicas}); keep at most that many warm",
+            warm,
+        )
 
 
 def _fixed_size(spec: ModelDeploymentSpec, problems: Problems) -> None:
@@ -64,9 +92,14 @@ class ToyEngine(ServingEngine):
     summary = "a toy vLLM Deployment"
     component = COMPONENT
     accelerators = frozenset({Accelerator.NVIDIA})
+    options = ToyOptions
+    capabilities = (ServesExtraApiPaths(lambda spec: toy_options(spec).extra_paths),)
 
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
-        return (Rule(frozenset({"scaling.min_replicas", "scaling.max_replicas"}), _fixed_size),)
+        return (
+            Rule(frozenset({"scaling.min_replicas", "scaling.max_replicas"}), _fixed_size),
+            Rule(frozenset({"options", "scaling.min_replicas"}), _warm_within_the_replicas),
+        )
 
     def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         return (f"{spec.name}-toy",)
@@ -165,14 +198,6 @@ class ToyEngine(ServingEngine):
 
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
         return Backend(f"{spec.name}-toy", HEALTH_PATH, GRACE_SECONDS)
-
-    def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        return (COMPONENT,)
-
-    def metrics_targets(self, spec: ModelDeploymentSpec) -> tuple[MetricsTarget, ...]:
-        return (
-            MetricsTarget(COMPONENT, {"matchLabels": selector_labels(spec, COMPONENT)}, PORT_NAME),
-        )
 
     def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
         return DeploymentKind("toy-gpu", "Toy vLLM on GPU")
