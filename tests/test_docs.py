@@ -25,7 +25,7 @@ _README_LINK = re.compile(r"\]\(docs/([^)#\s]+\.md)(?:#[^)\s]*)?\)")
 _INCLUDE = re.compile(r'^--8<-- "README\.md:([\w-]+)"$', re.MULTILINE)
 _API_ENTRY = re.compile(r"^::: eks_inference\.(\w+)$", re.MULTILINE)
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
-_LIST_ITEM = re.compile(r"^ +(?:[-*+]|\d+\.) ")
+_LIST_ITEM = re.compile(r"^ *(?:[-*+]|\d+\.) ")
 # Python-Markdown (unlike GitHub) nests a block in a list item only when it is indented by 4
 # spaces per level: a sub-list, a paragraph or a fence indented by 2 or 3 joins the item's
 # text or leaves the list.
@@ -70,12 +70,18 @@ def test_the_api_reference_documents_every_public_name() -> None:
 
 
 def _misnested_lines(text: str) -> list[tuple[int, str]]:
-    """Lines outside fences that start a nested block (a list item, a paragraph after a blank
-    line, a fence) at an indent Python-Markdown does not nest. A line continuing the text
-    above it is lazy continuation and may be indented any way."""
+    """Lines outside fences that Python-Markdown does not nest as they read.
+
+    A line that starts a block (a list item, a paragraph after a blank line, a fence) nests
+    only at a multiple of 4 spaces; a line continuing the text above it (lazy continuation)
+    may be indented any way. A list item less indented than the block it ends belongs to that
+    block (a nested paragraph swallows the next item of its list) unless a blank line comes
+    first.
+    """
     found: list[tuple[int, str]] = []
     fence: str | None = None
     after_blank = True
+    block_indent = 0
     for number, line in enumerate(text.splitlines(), 1):
         opening = _FENCE.match(line)
         if fence is not None:
@@ -84,8 +90,13 @@ def _misnested_lines(text: str) -> list[tuple[int, str]]:
             after_blank = False
             continue
         indent = len(line) - len(line.lstrip(" "))
-        starts_block = bool(_LIST_ITEM.match(line)) or after_blank or opening is not None
-        if line.strip() and indent % NESTING_INDENT and starts_block:
+        item = _LIST_ITEM.match(line) is not None
+        if after_blank:
+            block_indent = indent
+        starts_block = (item and indent > 0) or after_blank or opening is not None
+        not_nested = bool(line.strip()) and indent % NESTING_INDENT != 0 and starts_block
+        swallowed = item and not after_blank and indent < block_indent
+        if not_nested or swallowed:
             found.append((number, line))
         if opening:
             fence = opening.group(1)
@@ -95,6 +106,11 @@ def _misnested_lines(text: str) -> list[tuple[int, str]]:
 
 def test_the_nesting_check_sees_a_sub_list_indented_by_two() -> None:
     assert _misnested_lines("- a:\n  - b\n\n    ```\n  - not a list\n    ```\n") == [(2, "  - b")]
+
+
+def test_the_nesting_check_sees_an_item_a_nested_paragraph_swallows() -> None:
+    text = "1. a\n\n    more of a\n2. b\n\n    more of b\n\n3. c\n"
+    assert _misnested_lines(text) == [(4, "2. b")]
 
 
 def test_every_nested_block_is_indented_as_python_markdown_nests_it() -> None:
