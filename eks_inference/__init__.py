@@ -20,7 +20,7 @@ from eks_inference.specification.deployment import (
     NeuronOptions,
     Scaling,
 )
-from eks_inference.specification.engines import ENGINES
+from eks_inference.specification.engine_registry import ENGINES
 from eks_inference.specification.node_pools import NodePool, Taint
 from eks_inference.specification.platform import Placement, PlatformSpec
 from eks_inference.specification.provisioning import NodeProvisioning

@@ -1,7 +1,8 @@
 """A prefix is granted as an IAM pattern, so no prefix may hold a pattern character of its own.
 
 Every place that takes a key prefix or an S3 URI goes through the one rule in
-:func:`eks_inference.aws_types.key_prefix_problem`: the deployment spec (``weights.prefix``,
+:func:`eks_inference.specification.aws_types.key_prefix_problem`: the deployment spec
+(``weights.prefix``,
 ``neuron.compiled_artifacts_prefix``), the model bucket's grants, Mountpoint volumes and the
 CLI's ``s3://`` URIs (``upload``, and ``preflight`` through the platform file).
 """
@@ -18,12 +19,12 @@ from aws_cdk import aws_iam as iam
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from eks_inference.aws_types import key_prefix_problem, suggested_key_prefix
 from eks_inference.charts.mountpoint import MountpointVolume
 from eks_inference.cli.main import app as cli_app
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.s3uri import parse_prefix_uri
+from eks_inference.specification.aws_types import key_prefix_problem, suggested_key_prefix
 from eks_inference.specification.platform import PlatformSpec
 
 REFERENCE = Path(__file__).parent.parent / "deployments.yaml"
@@ -144,7 +145,7 @@ def test_preflight_of_a_platform_with_a_wildcard_prefix_exits_2_with_one_line(
 
 def test_names_below_a_prefix_may_hold_iam_pattern_characters() -> None:
     # Only the granted prefix is read as a pattern: the uploader keeps such file names.
-    from eks_inference.aws_types import key_characters_problem
+    from eks_inference.specification.aws_types import key_characters_problem
 
     assert key_characters_problem("shard*1.safetensors") is None
     assert key_characters_problem("a?b") == "has a control character, '?', '#' or '\\'"

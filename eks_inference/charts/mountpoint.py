@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eks_inference.aws_types import key_prefix_problem
 from eks_inference.charts.contract import MountedPrefix, PlatformNeeds
 from eks_inference.charts.metadata import api_object, metadata, object_labels
 from eks_inference.charts.record import ChartRecord, chart_id, deployment_chart
 from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.specification.aws_types import key_prefix_problem
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.weights_rules import ebs_cache_gib
 

@@ -12,10 +12,10 @@ from typing import Annotated
 
 import typer
 
-from eks_inference.aws_types import ZONE_PATTERN
 from eks_inference.cli import console, inputs
 from eks_inference.cli.options import DEFAULT_PLATFORM, PlatformOption
 from eks_inference.ops.errors import BadInput, CommandFailed
+from eks_inference.specification.aws_types import ZONE_PATTERN
 
 _ZONE = re.compile(ZONE_PATTERN)
 

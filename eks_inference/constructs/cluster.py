@@ -23,7 +23,6 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from eks_inference import versions
-from eks_inference.aws_types import iam_role_arn_problem, public_access_cidr_problem
 from eks_inference.charts.chart import ObjectsChart
 from eks_inference.charts.namespace import namespace_chart
 from eks_inference.constructs._nag import (
@@ -36,6 +35,7 @@ from eks_inference.constructs._stacks import record_construct
 from eks_inference.constructs.eks_addon import EksAddon
 from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE, VPC_CIDR
+from eks_inference.specification.aws_types import iam_role_arn_problem, public_access_cidr_problem
 from eks_inference.specification.node_pools import (
     NodePool,
     managed_node_group_problems,
@@ -155,7 +155,7 @@ class InferenceCluster(Construct):
     The API endpoint is private by default: only the VPC (and what is connected to it, a VPN
     or a bastion) reaches it, and the kubectl provider runs inside the VPC. Pass
     ``public_access_cidrs`` to open a public endpoint to exactly those networks (never
-    ``0.0.0.0/0``: see :func:`~eks_inference.aws_types.public_access_cidr_problem`).
+    ``0.0.0.0/0``: see :func:`~eks_inference.specification.aws_types.public_access_cidr_problem`).
     ``admin_role_arn``, the ARN of one IAM role, gets ``AmazonEKSClusterAdminPolicy``; the
     role that deploys the stack gets no implicit cluster access.
     """

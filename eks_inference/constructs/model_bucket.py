@@ -11,8 +11,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IValidation
 
-from eks_inference.aws_types import key_prefix_problem
 from eks_inference.constructs._nag import acknowledge, acknowledge_each, wildcard_grant_reasons
+from eks_inference.specification.aws_types import key_prefix_problem
 
 _ACCESS_LOG_PREFIX = "model-bucket/"
 # Grant log delivery through a bucket policy instead of the LogDeliveryWrite ACL, so both

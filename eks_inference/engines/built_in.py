@@ -1,4 +1,4 @@
-"""The package's engines, registered in :data:`eks_inference.specification.engines.ENGINES`.
+"""The package's engines, registered in :data:`eks_inference.specification.engine_registry.ENGINES`.
 
 The package root has the registry import this module on its first use, so a spec naming a
 built-in engine validates however the package was entered.
@@ -11,7 +11,7 @@ from eks_inference.engines.kserve.engine import KServeEngine
 from eks_inference.engines.rayservice.engine import RayServiceEngine
 from eks_inference.engines.triton.engine import TritonEngine
 from eks_inference.engines.vllm.engine import VllmEngine
-from eks_inference.specification.engines import ENGINES
+from eks_inference.specification.engine_registry import ENGINES
 
 #: The engines the package serves with, in the order ``eks-inference schema`` lists them.
 BUILT_IN_ENGINES: tuple[ServingEngine, ...] = (

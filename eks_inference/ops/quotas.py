@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from eks_inference.aws_types import CapacityType
 from eks_inference.catalog import InstanceType
+from eks_inference.specification.aws_types import CapacityType
 
 SERVICE_CODE = "ec2"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eks_inference.aws_types import bucket_name_problem, key_prefix_problem
 from eks_inference.ops.errors import BadInput
+from eks_inference.specification.aws_types import bucket_name_problem, key_prefix_problem
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ def parse_prefix_uri(uri: str) -> S3Prefix:
 
     The trailing slash is required because S3 prefixes are plain string prefixes:
     ``models/llama`` would also match ``models/llama-70b/``. The prefix obeys the one prefix
-    rule (:func:`~eks_inference.aws_types.key_prefix_problem`), IAM's pattern characters
+    rule (:func:`~eks_inference.specification.aws_types.key_prefix_problem`), IAM's pattern
+    characters
     included, so what is uploaded here is a prefix a deployment can be granted.
     """
     if not uri.startswith("s3://"):

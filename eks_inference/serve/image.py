@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from eks_inference.aws_types import ACCOUNT_ID_PATTERN, REGION_PATTERN
+from eks_inference.specification.aws_types import ACCOUNT_ID_PATTERN, REGION_PATTERN
 from eks_inference.versions import NEURON_VLLM_IMAGE, RAY_VERSION
 
 NEURON_RAY_IMAGE_CONTEXT: Path = Path(__file__).parent / "image"

@@ -15,3 +15,8 @@
 Nothing here imports cdk8s or aws-cdk-lib: the CLI and the manifest writer validate a
 platform without starting Node.js. The public names are exported from :mod:`eks_inference`.
 """
+
+# Every way into the package passes here first, so the deployment's rules are written into
+# its rule book before any spec validates (the rules read the model: the model cannot import
+# them).
+from eks_inference.specification import deployment_rules  # noqa: F401

@@ -34,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from eks_inference.aws_types import CertificateArn
+from eks_inference.specification.aws_types import CertificateArn
 from eks_inference.specification.validation import Problems, Rule, rule_error, validate_with_rules
 
 Scheme = Literal["internal", "internet-facing"]

@@ -14,9 +14,8 @@ import functools
 from typing import TYPE_CHECKING
 
 from eks_inference.catalog import Accelerator
-from eks_inference.specification import engines
 from eks_inference.specification.capabilities import FIELD_NEEDS, FieldNeed
-from eks_inference.specification.engines import engine_of
+from eks_inference.specification.engines import engine_of, registered_engines
 from eks_inference.specification.validation import Problems, Rule
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ def engine_rules(spec: ModelDeploymentSpec) -> tuple[Rule[ModelDeploymentSpec], 
     ``spec`` may be a partial model whose ``engine`` failed validation and is then unset.
     """
     name = getattr(spec, "engine", None)
-    engine = engines.ENGINES.get(name) if isinstance(name, str) else None
+    engine = next((e for e in registered_engines() if e.name == name), None)
     if engine is None:
         return ()
     return tuple(Rule(rule.reads | {"engine"}, rule.check) for rule in engine.rules())
@@ -47,7 +46,7 @@ def supported_loader_problem(spec: ModelDeploymentSpec, problems: Problems) -> N
         return
     supporting = [
         (other.name, accelerator)
-        for other in engines.ENGINES
+        for other in registered_engines()
         for accelerator in sorted(other.accelerators)
         if loader in other.loaders(accelerator)
     ]
@@ -92,7 +91,7 @@ def supported_accelerator_problem(spec: ModelDeploymentSpec, problems: Problems)
     if spec.accelerator in engine.accelerators:
         return
     kinds = " or ".join(_INSTANCE_KIND[a] for a in sorted(engine.accelerators))
-    others = [e.name for e in engines.ENGINES if spec.accelerator in e.accelerators]
+    others = [e.name for e in registered_engines() if spec.accelerator in e.accelerators]
     reason = engine.not_served_on.get(spec.accelerator)
     problems.add(
         ("engine",),
@@ -112,7 +111,7 @@ def field_need_problem(need: FieldNeed, spec: ModelDeploymentSpec, problems: Pro
     engine = engine_of(spec)
     if engine.serves(need.capability, spec):
         return
-    able = [other.name for other in engines.ENGINES if other.serves(need.capability, spec)]
+    able = [other.name for other in registered_engines() if other.serves(need.capability, spec)]
     on = "" if engine.capability(need.capability) is None else f" on {spec.instance_type}"
     fix = need.otherwise + (f", or use engine: {' or '.join(able)}" if able else "")
     value = functools.reduce(getattr, need.field, spec)

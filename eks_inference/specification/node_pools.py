@@ -14,7 +14,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from eks_inference.aws_types import CapacityType
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType, by_size
 from eks_inference.names import (
     NEURON_DEVICE_RESOURCE,
@@ -22,6 +21,7 @@ from eks_inference.names import (
     NODE_POOL_LABEL,
     NVIDIA_GPU_RESOURCE,
 )
+from eks_inference.specification.aws_types import CapacityType
 from eks_inference.specification.numa import TopologyManagerPolicy
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

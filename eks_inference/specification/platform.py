@@ -22,11 +22,11 @@ from pydantic import (
 )
 
 from eks_inference import versions
-from eks_inference.aws_types import AccountId, BucketName, Region
 from eks_inference.catalog import Accelerator, sizing
 from eks_inference.names import MAX_ROLE_NAME_LENGTH, karpenter_node_role_name
 from eks_inference.specification import cloudformation_limits
 from eks_inference.specification import files as spec_file
+from eks_inference.specification.aws_types import AccountId, BucketName, Region
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint
 from eks_inference.specification.node_pools import (

@@ -158,6 +158,35 @@ class Rule(Generic[ModelT]):
     check: Callable[[ModelT, Problems], None]
 
 
+class RuleBook(Generic[ModelT]):
+    """The cross-field rules of a model, written by the module that holds them.
+
+    A model validates with the rules of its book (:meth:`of`), and the rules' module writes
+    them (:meth:`write`) once, when the package holding both is imported: the rules read the
+    model and the modules their checks need, while the model's module imports none of them.
+    """
+
+    def __init__(self, model_name: str) -> None:
+        self._model_name = model_name
+        self._rules_of: Callable[[ModelT], Sequence[Rule[ModelT]]] | None = None
+
+    def write(self, rules_of: Callable[[ModelT], Sequence[Rule[ModelT]]]) -> None:
+        """Give the book its rules: ``rules_of`` returns those that apply to a (possibly
+        partial) model. Written once."""
+        if self._rules_of is not None:
+            raise ValueError(f"the rules of {self._model_name} are written already")
+        self._rules_of = rules_of
+
+    def of(self, model: ModelT) -> Sequence[Rule[ModelT]]:
+        """The rules that apply to ``model``."""
+        if self._rules_of is None:
+            raise RuntimeError(
+                f"the rules of {self._model_name} are not written: import its package, which "
+                "writes them, before validating one"
+            )
+        return self._rules_of(model)
+
+
 def validate_with_rules(
     cls: type[ModelT],
     data: Any,

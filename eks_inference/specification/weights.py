@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from eks_inference.aws_types import KeyPrefix
+from eks_inference.specification.aws_types import KeyPrefix
 from eks_inference.specification.validation import Problems
 
 Loader = Literal["mountpoint", "runai_streamer", "image", "fsx"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import App, CloudFormationValidatePlugin, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from eks_inference.aws_types import iam_role_arn_problem, public_access_cidr_problem
+from eks_inference.specification.aws_types import iam_role_arn_problem, public_access_cidr_problem
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.provisioning import NodeProvisioning
 from eks_inference.specification.validation import Problems

@@ -10,7 +10,7 @@ from eks_inference import names
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import kv_offload
 from eks_inference.charts.pod import RAY_UID
-from eks_inference.specification.kv_serving import replica_memory_mib
+from eks_inference.specification.kv_serving_rules import replica_memory_mib
 from eks_inference.versions import (
     AWS_CLI_IMAGE,
     LMCACHE_VLLM_IMAGE,

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from eks_inference import versions
-from eks_inference.aws_types import KeyPrefix
 from eks_inference.catalog import sizing
+from eks_inference.specification.aws_types import KeyPrefix
 from eks_inference.specification.engines import engine_options
 from eks_inference.specification.validation import Problems, rule_error
 from eks_inference.specification.weights import unpinned_image_problem

@@ -45,7 +45,7 @@ from eks_inference.observability.signals import matchers
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.capabilities import AutoscalesOnQueue, OffloadsKvCache
 from eks_inference.specification.deployment import ModelDeploymentSpec
-from eks_inference.specification.kv_serving import replica_memory_mib
+from eks_inference.specification.kv_serving_rules import replica_memory_mib
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
 from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds

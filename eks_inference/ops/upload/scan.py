@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eks_inference.aws_types import key_characters_problem
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.s3uri import S3Prefix
 from eks_inference.ops.text import plural
@@ -21,6 +20,7 @@ from eks_inference.ops.upload import MAX_LISTED
 from eks_inference.ops.upload.files import FileIdentity, ScannedFile
 from eks_inference.ops.upload.lease import LOCK_SUFFIX
 from eks_inference.ops.upload.manifest import Kind, bookkeeping_names
+from eks_inference.specification.aws_types import key_characters_problem
 
 # S3's longest key, in UTF-8 bytes.
 MAX_KEY_BYTES = 1024

@@ -20,7 +20,7 @@ from eks_inference.charts.render import render_platform
 from eks_inference.names import COMPONENT_LABEL, INSTANCE_LABEL
 from eks_inference.observability.dashboards import dashboard
 from eks_inference.observability.signals import signals_of
-from eks_inference.specification import engines
+from eks_inference.specification import engine_registry
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
@@ -52,10 +52,10 @@ PLATFORM: dict[str, Any] = {
 
 @pytest.fixture
 def toy_registered(monkeypatch: pytest.MonkeyPatch) -> ToyEngine:
-    registry = engines.ENGINES.copy()
+    registry = engine_registry.ENGINES.copy()
     toy = ToyEngine()
     registry.register(toy)
-    monkeypatch.setattr(engines, "ENGINES", registry)
+    monkeypatch.setattr(engine_registry, "ENGINES", registry)
     return toy
 
 
@@ -121,10 +121,10 @@ def test_the_json_schema_lists_the_registered_engines(toy_registered: ToyEngine)
 
 def test_a_registry_refuses_a_second_engine_of_a_taken_name(toy_registered: ToyEngine) -> None:
     with pytest.raises(ValueError, match="engine 'toy' is already registered"):
-        engines.ENGINES.register(ToyEngine())
-    engines.ENGINES.register(toy_registered)
+        engine_registry.ENGINES.register(ToyEngine())
+    engine_registry.ENGINES.register(toy_registered)
     with pytest.raises(ValueError, match="must be 1-30 lowercase letters"):
-        engines.ENGINES.register(type("Bad", (ToyEngine,), {"name": "Bad Name"})())
+        engine_registry.ENGINES.register(type("Bad", (ToyEngine,), {"name": "Bad Name"})())
 
 
 def test_the_toy_engine_renders_through_every_chart(toy_registered: ToyEngine) -> None:

@@ -13,7 +13,7 @@ from eks_inference.metrics import unknown_metrics
 from eks_inference.observability.dashboards import dashboard, expressions, uid
 from eks_inference.observability.signals import signals_of
 from eks_inference.specification.deployment import ModelDeploymentSpec
-from eks_inference.specification.engines import ENGINES
+from eks_inference.specification.engine_registry import ENGINES
 from eks_inference.specification.platform import PlatformSpec
 from tests.charts.conftest import (
     EXAMPLE_PLATFORMS,
