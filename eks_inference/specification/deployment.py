@@ -33,14 +33,10 @@ from eks_inference.catalog import (
     by_size,
     sizing,
 )
+from eks_inference.specification import engine_registry
 from eks_inference.specification.aws_types import KeyPrefix
 from eks_inference.specification.endpoints import DeploymentEndpoint
-from eks_inference.specification.engine_registry import (
-    ENGINES,
-    EngineName,
-    EngineOptions,
-    options_by_engine,
-)
+from eks_inference.specification.engine_registry import EngineName, EngineOptions, options_by_engine
 from eks_inference.specification.kv_serving import Disaggregation, KvCacheOffload
 from eks_inference.specification.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
 from eks_inference.specification.validation import (
@@ -322,7 +318,7 @@ class ModelDeploymentSpec(BaseModel):
         during an update); a RayService upgrade starts a new Ray cluster at ``min_replicas``
         workers and switches traffic only once it serves.
         """
-        return ENGINES.named(self.engine).rollout_headroom_replicas(self)
+        return engine_registry.ENGINES.named(self.engine).rollout_headroom_replicas(self)
 
     @property
     def nodes_during_rollout(self) -> int:

@@ -67,7 +67,6 @@ from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.serve.triton_openai import READY_PATH
 from eks_inference.specification.capabilities import ServesExtraApiPaths, ServesModelRepository
 from eks_inference.specification.deployment import ModelDeploymentSpec
-from eks_inference.specification.engines import MOUNTPOINT
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
 from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
@@ -438,9 +437,6 @@ class TritonEngine(ServingEngine):
         ServesModelRepository(_served_model_names, _mounted_prefixes),
         ServesExtraApiPaths(_v2_paths),
     )
-
-    def loaders(self, accelerator: Accelerator) -> frozenset[str]:
-        return frozenset({MOUNTPOINT})
 
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
         sized = frozenset(
