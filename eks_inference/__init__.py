@@ -28,6 +28,8 @@ from eks_inference.specification.weights import Weights
 
 if TYPE_CHECKING:
     from eks_inference.constructs import (
+        AddonConstruct,
+        AddonRole,
         ApiKeys,
         ApiKeysOptions,
         ClusterAutoscaler,
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
         EksAddon,
         FsxCsiDriver,
         FsxCsiDriverOptions,
+        HelmAddon,
+        HelmRelease,
         InferenceAddons,
         InferenceCluster,
         InferenceObservability,
@@ -58,52 +62,16 @@ if TYPE_CHECKING:
         NvidiaDevicePluginOptions,
         ObservabilityOptions,
         PinnedHelmChart,
+        PlatformAddon,
         PlatformAddons,
         PodIdentity,
         PoolNodegroup,
     )
     from eks_inference.stacks import DeploymentStack, InferenceStack
 
-# Every construct, and the records their methods return, by the subpackage that defines it.
-_LAZY_MODULES = {
-    "eks_inference.constructs": (
-        "ApiKeys",
-        "ApiKeysOptions",
-        "ClusterAutoscaler",
-        "ClusterAutoscalerOptions",
-        "EksAddon",
-        "FsxCsiDriver",
-        "FsxCsiDriverOptions",
-        "InferenceAddons",
-        "InferenceCluster",
-        "InferenceObservability",
-        "KarpenterNodeProvisioning",
-        "KarpenterOptions",
-        "KServe",
-        "KServeOptions",
-        "KubeRay",
-        "KubeRayOptions",
-        "LoadBalancerController",
-        "LoadBalancerControllerOptions",
-        "ModelBucket",
-        "ModelDeployment",
-        "ModelFileSystem",
-        "MountpointS3Csi",
-        "MountpointS3CsiOptions",
-        "NeuronDevicePlugin",
-        "NeuronDevicePluginOptions",
-        "NeuronRayImage",
-        "NvidiaDevicePlugin",
-        "NvidiaDevicePluginOptions",
-        "ObservabilityOptions",
-        "PinnedHelmChart",
-        "PlatformAddons",
-        "PodIdentity",
-        "PoolNodegroup",
-    ),
-    "eks_inference.stacks": ("DeploymentStack", "InferenceStack"),
-}
-_LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
+# The stacks; every other name of __all__ not imported above is a construct, or a record their
+# methods take or return, of eks_inference.constructs.
+_STACKS = ("DeploymentStack", "InferenceStack")
 
 # Before any module of the package can import a jsii library, which starts jsii's Node.js.
 use_pinned_node()
@@ -114,13 +82,15 @@ ENGINES.load_built_ins_with(lambda: import_module("eks_inference.engines.built_i
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module 'eks_inference' has no attribute {name!r}")
+    module = "eks_inference.stacks" if name in _STACKS else "eks_inference.constructs"
     return getattr(import_module(module), name)
 
 
 __all__ = [
+    "AddonConstruct",
+    "AddonRole",
     "ApiKeys",
     "ApiKeysOptions",
     "ClusterAutoscaler",
@@ -129,6 +99,8 @@ __all__ = [
     "EksAddon",
     "FsxCsiDriver",
     "FsxCsiDriverOptions",
+    "HelmAddon",
+    "HelmRelease",
     "InferenceAddons",
     "InferenceCluster",
     "InferenceObservability",
@@ -160,6 +132,7 @@ __all__ = [
     "ObservabilityOptions",
     "PinnedHelmChart",
     "Placement",
+    "PlatformAddon",
     "PlatformAddons",
     "PlatformSpec",
     "PodIdentity",

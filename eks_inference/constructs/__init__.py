@@ -16,10 +16,11 @@ from eks_inference.constructs.addons import (
     NvidiaDevicePlugin,
     PlatformAddons,
 )
+from eks_inference.constructs.addons.addon import AddonConstruct, PlatformAddon
 from eks_inference.constructs.addons.api_keys import ApiKeysOptions
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscalerOptions
 from eks_inference.constructs.addons.fsx_csi import FsxCsiDriverOptions
-from eks_inference.constructs.addons.helm import PinnedHelmChart
+from eks_inference.constructs.addons.helm import HelmAddon, HelmRelease, PinnedHelmChart
 from eks_inference.constructs.addons.karpenter import KarpenterOptions
 from eks_inference.constructs.addons.kserve import KServeOptions
 from eks_inference.constructs.addons.kuberay import KubeRayOptions
@@ -34,13 +35,15 @@ from eks_inference.constructs.cluster import (
     InferenceCluster,
     PodIdentity,
 )
-from eks_inference.constructs.eks_addon import EksAddon
+from eks_inference.constructs.eks_addon import AddonRole, EksAddon
 from eks_inference.constructs.lustre import ModelFileSystem
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.constructs.model_deployment import ModelDeployment, NeuronRayImage
 from eks_inference.constructs.nodegroups import PoolNodegroup, cluster_autoscaler_tags
 
 __all__ = [
+    "AddonConstruct",
+    "AddonRole",
     "ApiKeys",
     "ApiKeysOptions",
     "ClusterAutoscaler",
@@ -48,6 +51,8 @@ __all__ = [
     "EksAddon",
     "FsxCsiDriver",
     "FsxCsiDriverOptions",
+    "HelmAddon",
+    "HelmRelease",
     "InferenceAddons",
     "InferenceCluster",
     "InferenceObservability",
@@ -71,6 +76,7 @@ __all__ = [
     "NvidiaDevicePluginOptions",
     "ObservabilityOptions",
     "PinnedHelmChart",
+    "PlatformAddon",
     "PlatformAddons",
     "PodIdentity",
     "PoolNodegroup",

@@ -32,7 +32,7 @@ from eks_inference.constructs._nag import (
     wildcard_resource_finding,
 )
 from eks_inference.constructs._stacks import record_construct
-from eks_inference.constructs.eks_addon import EksAddon
+from eks_inference.constructs.eks_addon import AddonRole, EksAddon
 from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.specification.aws_types import iam_role_arn_problem, public_access_cidr_problem
@@ -284,7 +284,8 @@ class InferenceCluster(Construct):
             addon_name="eks-pod-identity-agent",
             addon_version=versions.EKS_POD_IDENTITY_AGENT_ADDON_VERSION,
         )
-        self.vpc_cni_role, self.vpc_cni = self._add_vpc_cni()
+        self.vpc_cni = self._add_vpc_cni()
+        self.vpc_cni_role = self.vpc_cni.role
 
         self.node_role = iam.Role(
             self,
@@ -333,7 +334,7 @@ class InferenceCluster(Construct):
         )
         self._acknowledge_findings(public=bool(public_access_cidrs))
 
-    def _add_vpc_cni(self) -> tuple[iam.Role, eks.Addon]:
+    def _add_vpc_cni(self) -> EksAddon:
         """The VPC CNI as a managed add-on, its AWS permissions given through Pod Identity.
 
         EKS installs the CNI itself, reading the node role; managed here (taking over that
@@ -343,30 +344,28 @@ class InferenceCluster(Construct):
         network policy agent is enabled (``enableNetworkPolicy``), so the NetworkPolicies of
         :mod:`eks_inference.charts.network_policy` are enforced.
         """
-        role = iam.Role(
-            self,
-            "VpcCniRole",
-            assumed_by=self.pods_principal,
-            description=f"VPC CNI (aws-node) of EKS cluster {self.cluster_name}",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(_VPC_CNI_POLICY)],
-        )
-        acknowledge(
-            role,
-            managed_policy_finding(_VPC_CNI_POLICY),
-            "The AWS managed policy the VPC CNI needs to manage pod network interfaces; AWS "
-            "keeps it current with the CNI. It is held by the CNI's own service account only.",
-        )
         addon = EksAddon(
             self,
             "VpcCni",
             cluster=self,
             addon_name="vpc-cni",
             addon_version=versions.VPC_CNI_ADDON_VERSION,
-            identity=(role, _VPC_CNI_SERVICE_ACCOUNT),
+            role=AddonRole(
+                "VpcCniRole",
+                _VPC_CNI_SERVICE_ACCOUNT,
+                description=f"VPC CNI (aws-node) of EKS cluster {self.cluster_name}",
+                managed_policy=_VPC_CNI_POLICY,
+            ),
             overwrite=True,
             configuration_values=_VPC_CNI_CONFIGURATION,
         )
-        return role, addon
+        acknowledge(
+            addon.role,
+            managed_policy_finding(_VPC_CNI_POLICY),
+            "The AWS managed policy the VPC CNI needs to manage pod network interfaces; AWS "
+            "keeps it current with the CNI. It is held by the CNI's own service account only.",
+        )
+        return addon
 
     @property
     def eks_cluster(self) -> eks.ICluster:

@@ -20,6 +20,7 @@ from eks_inference.constructs._nag import (
     acknowledge_managed_policies,
     wildcard_resource_finding,
 )
+from eks_inference.constructs.sdk_call import sdk_call_resource
 from eks_inference.specification.node_pools import IMDS_HOP_LIMIT, ROOT_DEVICE, NodePool
 
 CLUSTER_AUTOSCALER_TAG_PREFIX = "k8s.io/cluster-autoscaler"
@@ -151,20 +152,13 @@ class PoolNodegroup(Construct):
     def _tag_auto_scaling_group(self, cluster_name: str) -> None:
         stack = Stack.of(self)
         describe_nodegroup = self._describe_nodegroup_call()
-        find_group = cr.AwsCustomResource(
+        find_group = sdk_call_resource(
             self,
             "AutoScalingGroup",
-            on_create=describe_nodegroup,
-            on_update=describe_nodegroup,
-            policy=cr.AwsCustomResourcePolicy.from_statements(
-                [
-                    iam.PolicyStatement(
-                        actions=["eks:DescribeNodegroup"],
-                        resources=[self.nodegroup.nodegroup_arn],
-                    )
-                ]
+            describe_nodegroup,
+            iam.PolicyStatement(
+                actions=["eks:DescribeNodegroup"], resources=[self.nodegroup.nodegroup_arn]
             ),
-            install_latest_aws_sdk=False,
         )
         group_name = find_group.get_response_field(_ASG_NAME_PATH)
         tag_call = cr.AwsSdkCall(
@@ -193,23 +187,15 @@ class PoolNodegroup(Construct):
             resource_name="*:autoScalingGroupName/eks-*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
-        tag_group = cr.AwsCustomResource(
+        tag_group = sdk_call_resource(
             self,
             "AutoScalingGroupTags",
-            on_create=tag_call,
-            on_update=tag_call,
-            policy=cr.AwsCustomResourcePolicy.from_statements(
-                [
-                    iam.PolicyStatement(
-                        actions=["autoscaling:CreateOrUpdateTags"],
-                        resources=[group_arns],
-                        conditions={
-                            "StringEquals": {"aws:ResourceTag/eks:cluster-name": cluster_name}
-                        },
-                    )
-                ]
+            tag_call,
+            iam.PolicyStatement(
+                actions=["autoscaling:CreateOrUpdateTags"],
+                resources=[group_arns],
+                conditions={"StringEquals": {"aws:ResourceTag/eks:cluster-name": cluster_name}},
             ),
-            install_latest_aws_sdk=False,
         )
         acknowledge(
             tag_group,

@@ -28,6 +28,8 @@ at synth, naming the add-on to add, when nothing provides it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from constructs import Construct
 
 from eks_inference.charts.contract import PlatformNeeds
@@ -116,52 +118,59 @@ def require(platform: PlatformAddons, needs: PlatformNeeds, *, deployment: str) 
     the ``PROVIDES`` of :data:`PROVIDERS`), so an app built from the constructs learns it at
     synth rather than from a pod that stays Pending or an Ingress nothing serves.
     """
-    missing: list[str] = []
+    missing = [f"{what}; {_advice(provider)}" for what, provider in _unmet(platform, needs)]
+    if missing:
+        raise ValueError(f"deployment {deployment!r} needs " + "; and ".join(missing))
+
+
+def _unmet(platform: PlatformAddons, needs: PlatformNeeds) -> Iterator[tuple[str, Provides]]:
+    """Each of ``needs`` that no add-on of ``platform`` provides, described, with what an
+    add-on that provides it declares."""
     for namespace in needs.namespaces:
         if platform.namespace(namespace) is None:
-            advice = _advice(Provides(namespaces=(namespace,)))
-            missing.append(
+            yield (
                 f"the namespace {namespace!r}, which neither the cluster nor an add-on of the "
-                f"platform creates; {advice}"
+                "platform creates",
+                Provides(namespaces=(namespace,)),
             )
     for crd in needs.custom_resources:
         if crd not in platform.crd_installers:
-            advice = _advice(Provides(crds=(crd,)))
-            missing.append(f"the CRD {crd!r}, which no add-on of the platform installs; {advice}")
+            yield (
+                f"the CRD {crd!r}, which no add-on of the platform installs",
+                Provides(crds=(crd,)),
+            )
     for secret in needs.secrets:
         if secret not in platform.secret_makers:
-            advice = _advice(Provides(secrets=(secret,)))
-            missing.append(
+            yield (
                 f"the Secret {secret.namespace}/{secret.name}, which no add-on of the platform "
-                f"makes; {advice}"
+                "makes",
+                Provides(secrets=(secret,)),
             )
     for ingress_class in needs.ingress_classes:
         if ingress_class not in platform.ingress_controllers:
-            advice = _advice(Provides(ingress_classes=(ingress_class,)))
-            missing.append(
-                f"the IngressClass {ingress_class!r}, which no add-on of the platform serves; "
-                f"{advice}"
+            yield (
+                f"the IngressClass {ingress_class!r}, which no add-on of the platform serves",
+                Provides(ingress_classes=(ingress_class,)),
             )
     if needs.mounted_prefixes and platform.mountpoint is None:
         prefixes = ", ".join(repr(volume.prefix) for volume in needs.mounted_prefixes)
-        missing.append(
-            f"Mountpoint volumes of {prefixes}, which no add-on of the platform mounts; "
-            f"{_advice(Provides(mountpoint=True))}"
+        yield (
+            f"Mountpoint volumes of {prefixes}, which no add-on of the platform mounts",
+            Provides(mountpoint=True),
         )
     if needs.lustre_volumes and platform.lustre is None:
-        missing.append(
-            "FSx for Lustre volumes, which no add-on of the platform mounts; "
-            f"{_advice(Provides(lustre=True))}"
+        yield (
+            "FSx for Lustre volumes, which no add-on of the platform mounts",
+            Provides(lustre=True),
         )
     offered = {offer.pool for offer in platform.node_offers}
     for pool in dict.fromkeys(need.pool for need in needs.pods):
         if pool not in offered:
-            missing.append(
+            yield (
                 f"nodes of pool {pool!r}, which is no managed node group and which no add-on "
-                f"of the platform launches; {_advice(Provides(nodes=True))}"
+                "of the platform launches",
+                Provides(nodes=True),
             )
-    if missing:
-        raise ValueError(f"deployment {deployment!r} needs " + "; and ".join(missing))
 
 
 def _advice(needed: Provides) -> str:

@@ -19,12 +19,12 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct
 
 from eks_inference import versions
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED
 from eks_inference.charts.ingress import api_key_chart
 from eks_inference.constructs._nag import acknowledge
+from eks_inference.constructs.addons.addon import AddonConstruct
 from eks_inference.constructs.addons.helm import PinnedHelmChart, on_pool
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.specification.routes import api_key_secret_name
@@ -48,7 +48,7 @@ class ApiKeysOptions:
     SecretStores and ExternalSecrets, so the key's objects are applied once it answers."""
 
 
-class ApiKeys(Construct):
+class ApiKeys(AddonConstruct[ApiKeysOptions]):
     """The platform's API key and the operator that puts it where the model servers read it.
 
     Creates:
@@ -70,16 +70,9 @@ class ApiKeys(Construct):
 
     PROVIDES: ClassVar[Provides] = Provides(secrets=(API_KEY_SECRET_NEED,))
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        platform: PlatformAddons,
-        options: ApiKeysOptions | None = None,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        options = options or ApiKeysOptions()
+    OPTIONS = ApiKeysOptions
+
+    def _install(self, platform: PlatformAddons, options: ApiKeysOptions) -> None:
         cluster = platform.cluster
         stack = Stack.of(self)
         system = cluster.system_pool

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 
 from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
-from constructs import Construct
 
 from eks_inference import versions
 from eks_inference.constructs._nag import acknowledge, wildcard_resource_finding
-from eks_inference.constructs.addons.helm import SYSTEM_NAMESPACE, PinnedHelmChart, on_pool
+from eks_inference.constructs.addons.helm import SYSTEM_NAMESPACE, HelmAddon, HelmRelease, on_pool
 from eks_inference.constructs.addons.registry import PlatformAddons
 from eks_inference.constructs.nodegroups import CLUSTER_AUTOSCALER_TAG_PREFIX
 
@@ -34,7 +33,7 @@ class ClusterAutoscalerOptions:
     idle accelerator node holding one would never be scaled down."""
 
 
-class ClusterAutoscaler(PinnedHelmChart):
+class ClusterAutoscaler(HelmAddon[ClusterAutoscalerOptions]):
     """The Cluster Autoscaler on the system pool, with a least-privilege Pod Identity role.
 
     It discovers the node groups by their tags (``k8s.io/cluster-autoscaler/<cluster>``,
@@ -48,15 +47,9 @@ class ClusterAutoscaler(PinnedHelmChart):
     removes the nodes and an autoscaler beside it would fight it over the system node group.
     """
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        platform: PlatformAddons,
-        options: ClusterAutoscalerOptions | None = None,
-    ) -> None:
-        options = options or ClusterAutoscalerOptions()
+    OPTIONS = ClusterAutoscalerOptions
+
+    def _release(self, platform: PlatformAddons, options: ClusterAutoscalerOptions) -> HelmRelease:
         cluster = platform.cluster
         if not cluster.node_provisioning.runs_cluster_autoscaler:
             raise ValueError(
@@ -70,7 +63,7 @@ class ClusterAutoscaler(PinnedHelmChart):
             description=f"Cluster Autoscaler of EKS cluster {cluster.cluster_name}",
         )
         role = identity.role
-        stack = Stack.of(scope)
+        stack = Stack.of(cluster)
         # Describe calls cannot be limited to resources; they reveal no data plane content.
         role.add_to_policy(
             iam.PolicyStatement(
@@ -126,10 +119,8 @@ class ClusterAutoscaler(PinnedHelmChart):
             "DescribeNodegroup on this cluster's node groups only; their names carry a suffix "
             "chosen by CloudFormation.",
         )
-        super().__init__(
-            scope,
-            construct_id,
-            cluster=cluster,
+        self.role = role
+        return HelmRelease(
             pinned=options.chart,
             release="cluster-autoscaler",
             namespace=SYSTEM_NAMESPACE,
@@ -150,6 +141,5 @@ class ClusterAutoscaler(PinnedHelmChart):
                     "skip-nodes-with-local-storage": options.skip_nodes_with_local_storage,
                 },
             },
+            after=(identity.association,),
         )
-        self.role = role
-        self.node.add_dependency(identity.association)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from eks_inference import names, versions
+from eks_inference.constructs.addons.addon import PlatformAddon
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
-from eks_inference.constructs.eks_addon import EksAddon
+from eks_inference.constructs.eks_addon import AddonRole, EksAddon
 
 # The role is created beside the add-on, in the same scope, under this id.
 ROLE_ID = "FsxCsiRole"
@@ -25,7 +25,7 @@ class FsxCsiDriverOptions:
     provisioning volume attributes (``dnsname``, ``mountname``) the charts' volumes use."""
 
 
-class FsxCsiDriver(EksAddon):
+class FsxCsiDriver(PlatformAddon[FsxCsiDriverOptions], EksAddon):
     """The FSx for Lustre CSI driver (EKS add-on ``aws-fsx-csi-driver``) on a role of its own.
 
     The library provisions FSx volumes statically: the stack creates each file system (or you
@@ -40,34 +40,31 @@ class FsxCsiDriver(EksAddon):
     (:class:`~eks_inference.stacks.InferenceStack` does).
     """
 
+    OPTIONS = FsxCsiDriverOptions
     PROVIDES: ClassVar[Provides] = Provides(lustre=True)
 
-    def __init__(
+    def _build(
         self,
         scope: Construct,
         construct_id: str,
-        *,
         platform: PlatformAddons,
-        options: FsxCsiDriverOptions | None = None,
+        options: FsxCsiDriverOptions,
     ) -> None:
-        options = options or FsxCsiDriverOptions()
         cluster = platform.cluster
-        role = iam.Role(
-            scope,
-            ROLE_ID,
-            assumed_by=cluster.pods_principal,
-            description=(
-                f"FSx for Lustre CSI driver of EKS cluster {cluster.cluster_name}: static "
-                "volumes only, no FSx API access"
-            ),
-        )
-        super().__init__(
+        EksAddon.__init__(
+            self,
             scope,
             construct_id,
             cluster=cluster,
             addon_name="aws-fsx-csi-driver",
             addon_version=options.addon_version,
-            identity=(role, names.FSX_CSI_SERVICE_ACCOUNT),
+            role=AddonRole(
+                ROLE_ID,
+                names.FSX_CSI_SERVICE_ACCOUNT,
+                description=(
+                    f"FSx for Lustre CSI driver of EKS cluster {cluster.cluster_name}: static "
+                    "volumes only, no FSx API access"
+                ),
+            ),
         )
-        self.role = role
         platform.set_lustre(self)

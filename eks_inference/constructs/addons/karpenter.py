@@ -43,6 +43,7 @@ from eks_inference.constructs.addons.helm import (
 )
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.constructs.cluster import NODE_POLICIES, InferenceCluster
+from eks_inference.constructs.sdk_call import sdk_call_resource
 from eks_inference.names import KARPENTER_DISCOVERY_TAG, ZONE_TAG, karpenter_node_role_name
 from eks_inference.specification.deployment import ModelDeploymentSpec
 
@@ -373,15 +374,11 @@ class KarpenterNodeProvisioning(Construct):
             },
             physical_resource_id=cr.PhysicalResourceId.of(f"{group_id}-karpenter-discovery"),
         )
-        self.security_group_tag = cr.AwsCustomResource(
+        self.security_group_tag = sdk_call_resource(
             self,
             "SecurityGroupDiscoveryTag",
-            on_create=tag_call,
-            on_update=tag_call,
-            policy=cr.AwsCustomResourcePolicy.from_statements(
-                [iam.PolicyStatement(actions=["ec2:CreateTags"], resources=[group_arn])]
-            ),
-            install_latest_aws_sdk=False,
+            tag_call,
+            iam.PolicyStatement(actions=["ec2:CreateTags"], resources=[group_arn]),
         )
 
 

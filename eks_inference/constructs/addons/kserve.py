@@ -26,10 +26,10 @@ from typing import Any, ClassVar
 
 from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
-from constructs import Construct
 
 from eks_inference import names, versions
 from eks_inference.charts.monitoring import PODMONITOR_CRD
+from eks_inference.constructs.addons.addon import AddonConstruct
 from eks_inference.constructs.addons.helm import PinnedHelmChart, on_pool
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.engines.kserve.knative import (
@@ -63,7 +63,7 @@ class KServeOptions:
     system nodes first."""
 
 
-class KServe(Construct):
+class KServe(AddonConstruct[KServeOptions]):
     """KServe, Knative Serving, Kourier and cert-manager on the system pool (see the module).
 
     Registers with the platform the InferenceService CRD (:attr:`controller` installs it:
@@ -81,16 +81,9 @@ class KServe(Construct):
         crds=(names.INFERENCESERVICE_CRD,), namespaces=(names.KOURIER_NAMESPACE,)
     )
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        platform: PlatformAddons,
-        options: KServeOptions | None = None,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        options = options or KServeOptions()
+    OPTIONS = KServeOptions
+
+    def _install(self, platform: PlatformAddons, options: KServeOptions) -> None:
         cluster = platform.cluster
         self._eks_cluster = cluster.eks_cluster
         system = cluster.system_pool

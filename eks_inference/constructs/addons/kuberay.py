@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from constructs import Construct
-
 from eks_inference import names, versions
-from eks_inference.constructs.addons.helm import PinnedHelmChart, on_pool
+from eks_inference.constructs.addons.helm import HelmAddon, HelmRelease, on_pool
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 
 # The custom resources the KubeRay operator chart installs (``skip_crds=False``).
@@ -34,7 +32,7 @@ class KubeRayOptions:
     """Default ``kuberay-operator``: the Helm release name."""
 
 
-class KubeRay(PinnedHelmChart):
+class KubeRay(HelmAddon[KubeRayOptions]):
     """The KubeRay operator and its CRDs, on the system pool, in ``names.KUBERAY_NAMESPACE``.
 
     The chart installs the RayService, RayCluster, RayJob and RayCronJob CRDs
@@ -42,21 +40,11 @@ class KubeRay(PinnedHelmChart):
     is applied after it.
     """
 
+    OPTIONS = KubeRayOptions
     PROVIDES: ClassVar[Provides] = Provides(crds=KUBERAY_CRDS)
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        platform: PlatformAddons,
-        options: KubeRayOptions | None = None,
-    ) -> None:
-        options = options or KubeRayOptions()
-        super().__init__(
-            scope,
-            construct_id,
-            cluster=platform.cluster,
+    def _release(self, platform: PlatformAddons, options: KubeRayOptions) -> HelmRelease:
+        return HelmRelease(
             pinned=options.chart,
             release=options.release,
             namespace=names.KUBERAY_NAMESPACE,
@@ -68,4 +56,3 @@ class KubeRay(PinnedHelmChart):
                 **on_pool(platform.cluster.system_pool),
             },
         )
-        platform.add_crd_installer(self.PROVIDES.crds, self)

@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
-from constructs import Construct
 
 from eks_inference import versions
 from eks_inference.constructs._nag import acknowledge, wildcard_resource_findings
+from eks_inference.constructs.addons.addon import AddonConstruct
 from eks_inference.constructs.addons.helm import SYSTEM_NAMESPACE, PinnedHelmChart, on_pool
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.names import ALB_INGRESS_CLASS
@@ -159,7 +159,7 @@ def _scoped_condition(condition: Mapping[str, Any], cluster_name: str) -> dict[s
     return scoped
 
 
-class LoadBalancerController(Construct):
+class LoadBalancerController(AddonConstruct[LoadBalancerControllerOptions]):
     """The AWS Load Balancer Controller (``versions.AWS_LOAD_BALANCER_CONTROLLER_CHART``).
 
     Creates a Pod Identity role for the controller's service account in ``kube-system`` with
@@ -186,16 +186,9 @@ class LoadBalancerController(Construct):
 
     PROVIDES: ClassVar[Provides] = Provides(ingress_classes=(ALB_INGRESS_CLASS,))
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        platform: PlatformAddons,
-        options: LoadBalancerControllerOptions | None = None,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        options = options or LoadBalancerControllerOptions()
+    OPTIONS = LoadBalancerControllerOptions
+
+    def _install(self, platform: PlatformAddons, options: LoadBalancerControllerOptions) -> None:
         cluster = platform.cluster
         stack = Stack.of(self)
         system = cluster.system_pool

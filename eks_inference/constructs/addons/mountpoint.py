@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
 from eks_inference import names, versions
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
-from eks_inference.constructs.eks_addon import EksAddon
+from eks_inference.constructs.eks_addon import AddonRole, EksAddon
 from eks_inference.constructs.model_bucket import ModelBucket
 
 # The role is created beside the add-on, in the same scope, under this id.
@@ -51,24 +50,21 @@ class MountpointS3Csi(EksAddon):
     ) -> None:
         options = options or MountpointS3CsiOptions()
         cluster = platform.cluster
-        role = iam.Role(
-            scope,
-            ROLE_ID,
-            assumed_by=cluster.pods_principal,
-            description=(
-                f"Mountpoint for S3 CSI driver of EKS cluster {cluster.cluster_name}: reads "
-                "model bucket prefixes"
-            ),
-        )
         super().__init__(
             scope,
             construct_id,
             cluster=cluster,
             addon_name="aws-mountpoint-s3-csi-driver",
             addon_version=options.addon_version,
-            identity=(role, names.MOUNTPOINT_SERVICE_ACCOUNT),
+            role=AddonRole(
+                ROLE_ID,
+                names.MOUNTPOINT_SERVICE_ACCOUNT,
+                description=(
+                    f"Mountpoint for S3 CSI driver of EKS cluster {cluster.cluster_name}: reads "
+                    "model bucket prefixes"
+                ),
+            ),
         )
-        self.role = role
         self._model_bucket = model_bucket
         self._prefixes: set[str] = set()
         platform.set_mountpoint(self)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from constructs import Construct
-
 from eks_inference import names, versions
 from eks_inference.catalog import Accelerator
 from eks_inference.constructs.addons.helm import (
     SYSTEM_NAMESPACE,
-    PinnedHelmChart,
+    HelmAddon,
+    HelmRelease,
     on_pool,
     pool_tolerations,
     pools_with,
@@ -30,7 +29,7 @@ class NeuronDevicePluginOptions:
     """Default ``neuron``: the Helm release name."""
 
 
-class NeuronDevicePlugin(PinnedHelmChart):
+class NeuronDevicePlugin(HelmAddon[NeuronDevicePluginOptions]):
     """The Neuron Helm chart on the cluster's Neuron pools (``kube-system``).
 
     * the **device plugin** DaemonSet on the Neuron pools' instance types only, tolerating
@@ -46,24 +45,15 @@ class NeuronDevicePlugin(PinnedHelmChart):
     it on (:class:`~eks_inference.constructs.InferenceAddons` creates it only with one).
     """
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        platform: PlatformAddons,
-        options: NeuronDevicePluginOptions | None = None,
-    ) -> None:
-        options = options or NeuronDevicePluginOptions()
+    OPTIONS = NeuronDevicePluginOptions
+
+    def _release(self, platform: PlatformAddons, options: NeuronDevicePluginOptions) -> HelmRelease:
         cluster = platform.cluster
         pools = pools_with(cluster.node_pools, Accelerator.NEURON)
         if not pools:
             raise ValueError("NeuronDevicePlugin needs a cluster with a Neuron node pool")
         on_system = on_pool(cluster.system_pool)
-        super().__init__(
-            scope,
-            construct_id,
-            cluster=cluster,
+        return HelmRelease(
             pinned=options.chart,
             release=options.release,
             namespace=SYSTEM_NAMESPACE,

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from constructs import Construct
-
 from eks_inference import versions
 from eks_inference.catalog import Accelerator
 from eks_inference.constructs.addons.helm import (
     SYSTEM_NAMESPACE,
-    PinnedHelmChart,
+    HelmAddon,
+    HelmRelease,
     pool_affinity,
     pool_tolerations,
     pools_with,
@@ -29,7 +28,7 @@ class NvidiaDevicePluginOptions:
     """Default ``nvidia-device-plugin``: the Helm release name."""
 
 
-class NvidiaDevicePlugin(PinnedHelmChart):
+class NvidiaDevicePlugin(HelmAddon[NvidiaDevicePluginOptions]):
     """The NVIDIA device plugin DaemonSet on the cluster's GPU pools only (``kube-system``).
 
     It advertises ``nvidia.com/gpu`` to the scheduler. It runs on the GPU pools by required
@@ -38,22 +37,13 @@ class NvidiaDevicePlugin(PinnedHelmChart):
     on a cluster without a GPU pool.
     """
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        platform: PlatformAddons,
-        options: NvidiaDevicePluginOptions | None = None,
-    ) -> None:
-        options = options or NvidiaDevicePluginOptions()
+    OPTIONS = NvidiaDevicePluginOptions
+
+    def _release(self, platform: PlatformAddons, options: NvidiaDevicePluginOptions) -> HelmRelease:
         pools = pools_with(platform.cluster.node_pools, Accelerator.NVIDIA)
         if not pools:
             raise ValueError("NvidiaDevicePlugin needs a cluster with a GPU node pool")
-        super().__init__(
-            scope,
-            construct_id,
-            cluster=platform.cluster,
+        return HelmRelease(
             pinned=options.chart,
             release=options.release,
             namespace=SYSTEM_NAMESPACE,

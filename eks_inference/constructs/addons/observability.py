@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from constructs import Construct
 
 from eks_inference import names, versions
 from eks_inference.catalog import Accelerator
@@ -30,6 +29,7 @@ from eks_inference.charts.monitoring import (
     neuron_pools,
 )
 from eks_inference.constructs._nag import acknowledge, managed_policy_finding
+from eks_inference.constructs.addons.addon import AddonConstruct
 from eks_inference.constructs.addons.helm import (
     PinnedHelmChart,
     on_pool,
@@ -39,7 +39,7 @@ from eks_inference.constructs.addons.helm import (
 )
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.constructs.cluster import InferenceCluster
-from eks_inference.constructs.eks_addon import EksAddon
+from eks_inference.constructs.eks_addon import AddonRole, EksAddon
 from eks_inference.observability.signals import KSM_POD_LABELS, SCRAPE_INTERVAL_SECONDS, seconds
 from eks_inference.specification.node_pools import NodePool
 
@@ -93,7 +93,7 @@ class ObservabilityOptions:
     """Default ``50Gi``: the encrypted gp3 volume of Prometheus' time series."""
 
 
-class InferenceObservability(Construct):
+class InferenceObservability(AddonConstruct[ObservabilityOptions]):
     """Metrics, dashboards, alerts and the autoscaler of standalone vLLM, as cluster add-ons.
 
     * **Amazon EBS CSI driver** (EKS add-on, Pod Identity role with AWS's driver policy) and
@@ -124,16 +124,9 @@ class InferenceObservability(Construct):
 
     PROVIDES: ClassVar[Provides] = Provides(crds=(*PROMETHEUS_OPERATOR_CRDS, *KEDA_CRDS))
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        platform: PlatformAddons,
-        options: ObservabilityOptions | None = None,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        self.options = options or ObservabilityOptions()
+    OPTIONS = ObservabilityOptions
+
+    def _install(self, platform: PlatformAddons, options: ObservabilityOptions) -> None:
         cluster = platform.cluster
         system = cluster.system_pool
         self.ebs_csi_role, self.ebs_csi_addon = self._add_ebs_csi(cluster)
@@ -159,31 +152,29 @@ class InferenceObservability(Construct):
         platform.add_crd_installer(KEDA_CRDS, self.keda)
 
     def _add_ebs_csi(self, cluster: InferenceCluster) -> tuple[iam.Role, eks.Addon]:
-        role = iam.Role(
-            self,
-            "EbsCsiRole",
-            assumed_by=cluster.pods_principal,
-            description=(
-                f"Amazon EBS CSI driver of EKS cluster {cluster.cluster_name}: creates and "
-                "attaches the metrics volumes"
-            ),
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(_EBS_CSI_POLICY)],
-        )
-        acknowledge(
-            role,
-            managed_policy_finding(_EBS_CSI_POLICY),
-            "AWS's policy for the EBS CSI driver, maintained with the driver; its create and "
-            "delete actions are conditioned on the volume tags the driver sets.",
-        )
         addon = EksAddon(
             self,
             "EbsCsi",
             cluster=cluster,
             addon_name="aws-ebs-csi-driver",
             addon_version=versions.EBS_CSI_ADDON_VERSION,
-            identity=(role, _EBS_CSI_SERVICE_ACCOUNT),
+            role=AddonRole(
+                "EbsCsiRole",
+                _EBS_CSI_SERVICE_ACCOUNT,
+                description=(
+                    f"Amazon EBS CSI driver of EKS cluster {cluster.cluster_name}: creates and "
+                    "attaches the metrics volumes"
+                ),
+                managed_policy=_EBS_CSI_POLICY,
+            ),
         )
-        return role, addon
+        acknowledge(
+            addon.role,
+            managed_policy_finding(_EBS_CSI_POLICY),
+            "AWS's policy for the EBS CSI driver, maintained with the driver; its create and "
+            "delete actions are conditioned on the volume tags the driver sets.",
+        )
+        return addon.role, addon
 
     def _add_kube_prometheus_stack(
         self, cluster: InferenceCluster, system: NodePool

@@ -24,6 +24,7 @@ from eks_inference.constructs.cluster import InferenceCluster
 from eks_inference.specification.validation import Problems
 
 _K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 class MountpointDriver(Protocol):
@@ -161,27 +162,19 @@ class PlatformAddons:
 
     def set_metrics(self, metrics: IConstruct) -> None:
         """Record the metrics stack; a cluster has one."""
-        if self.metrics is not None:
-            raise ValueError("the platform already has a metrics stack")
-        self.metrics = metrics
+        self.metrics = _set_once(self.metrics, metrics, "a metrics stack")
 
     def set_node_provisioner(self, provisioner: NodeProvisioner) -> None:
         """Record what launches the nodes beyond the managed node groups; a cluster has one."""
-        if self.node_provisioner is not None:
-            raise ValueError("the platform already has a node provisioner")
-        self.node_provisioner = provisioner
+        self.node_provisioner = _set_once(self.node_provisioner, provisioner, "a node provisioner")
 
     def set_mountpoint(self, driver: MountpointDriver) -> None:
         """Record the Mountpoint for S3 CSI driver; a cluster has one."""
-        if self.mountpoint is not None:
-            raise ValueError("the platform already has a Mountpoint for S3 CSI driver")
-        self.mountpoint = driver
+        self.mountpoint = _set_once(self.mountpoint, driver, "a Mountpoint for S3 CSI driver")
 
     def set_lustre(self, driver: IConstruct) -> None:
         """Record the FSx for Lustre CSI driver; a cluster has one."""
-        if self.lustre is not None:
-            raise ValueError("the platform already has an FSx for Lustre CSI driver")
-        self.lustre = driver
+        self.lustre = _set_once(self.lustre, driver, "an FSx for Lustre CSI driver")
 
     def installs(self, crds: Iterable[str]) -> bool:
         """True when an add-on of the platform installs every one of ``crds``."""
@@ -209,6 +202,12 @@ class PlatformAddons:
             for message in pod_problems(need, offers):
                 problems.add(need.path, message)
         problems.raise_if_any()
+
+
+def _set_once(current: _V | None, provider: _V, what: str) -> _V:
+    if current is not None:
+        raise ValueError(f"the platform already has {what}")
+    return provider
 
 
 def _add_once(registry: dict[_K, IConstruct], key: _K, provider: IConstruct, what: str) -> None:
