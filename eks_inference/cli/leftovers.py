@@ -17,7 +17,11 @@ import typer
 from eks_inference.cli import console, inputs
 from eks_inference.cli.options import DEFAULT_PLATFORM, PlatformOption
 from eks_inference.ops.errors import BadInput, CommandFailed
-from eks_inference.ops.leftovers import DEFAULT_STACK_NAME
+
+# The stack the project's app creates (its nested stacks are named after it); kept here rather
+# than imported from the app, which loads aws-cdk, or from ops.leftovers, which loads boto3,
+# so that --help loads neither.
+DEFAULT_STACK_NAME = "InferenceStack"
 
 # A CloudFormation stack name: a letter, then letters, digits and hyphens, 128 at most.
 _STACK_NAME_PATTERN = r"^[A-Za-z][-A-Za-z0-9]{0,127}$"

@@ -42,7 +42,6 @@ from typing import Any
 from eks_inference.ops.aws.errors import aws_errors
 from eks_inference.ops.errors import CommandFailed
 
-DEFAULT_STACK_NAME = "InferenceStack"
 # Tags whose value is the cluster's name, each with what puts it (see the module's table).
 CLUSTER_NAME_TAGS = (
     "elbv2.k8s.aws/cluster",

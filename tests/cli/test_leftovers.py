@@ -19,7 +19,8 @@ import boto3  # type: ignore[import-untyped]
 import pytest
 from typer.testing import Result
 
-from eks_inference.ops.leftovers import DEFAULT_STACK_NAME, Owner
+from eks_inference.cli.leftovers import DEFAULT_STACK_NAME
+from eks_inference.ops.leftovers import Owner
 
 from .conftest import REFERENCE_PLATFORM, REGION, REPO_ROOT
 
