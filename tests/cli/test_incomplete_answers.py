@@ -38,21 +38,27 @@ EMPTY_SUCCESS = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
 # S3's request id and an ETag arrive before the cut, so only the unfinished head gives the
 # answer away.
 CUT_HEAD = b'HTTP/1.1 200 OK\r\nx-amz-request-id: cut\r\nETag: "0"\r\nContent-Ty'
+EMPTY_SUCCESS_WITH_ID = b"HTTP/1.1 200 OK\r\nx-amz-request-id: s\r\nContent-Length: 0\r\n\r\n"
+# 13 bytes of the 500 announced, then the end of the connection.
+SHORT_BODY = (
+    b'HTTP/1.1 200 OK\r\nx-amz-request-id: short\r\nETag: "0"\r\nContent-Length: 500\r\n\r\n'
+    b"<?xml version"
+)
 DRIPPED_HEAD = b"HTTP/1.1 200 OK\r\nx-amz-request-id: drip\r\n"
 DRIP_INTERVAL_S = 1.0
 
 
-def _read_request(connection: socket.socket) -> bool:
-    """Read a request's head (and whatever came with it), enough to answer it; False when
+def _read_request(connection: socket.socket) -> bytes:
+    """Read a request's head (and whatever came with it), enough to answer it; empty when
     the client closed the connection instead."""
     connection.settimeout(5)
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = connection.recv(65536)
         if not chunk:
-            return False
+            return b""
         data += chunk
-    return True
+    return data
 
 
 def _empty_success(connection: socket.socket) -> None:
@@ -64,6 +70,16 @@ def _empty_success(connection: socket.socket) -> None:
 def _cut_head(connection: socket.socket) -> None:
     _read_request(connection)
     connection.sendall(CUT_HEAD)
+
+
+def _short_body(connection: socket.socket) -> None:
+    # Bucket checks pass; every other answer ends long before its Content-Length.
+    while request := _read_request(connection):
+        if request.startswith(b"HEAD "):
+            connection.sendall(EMPTY_SUCCESS_WITH_ID)
+            continue
+        connection.sendall(SHORT_BODY)
+        return
 
 
 def _drip(stop: threading.Event) -> Answer:
@@ -188,6 +204,24 @@ def test_an_answer_cut_in_its_headers_fails_the_bucket_check(
         f"error: cannot read bucket {BUCKET}: S3 at {endpoint} closed the connection before "
         "its answer was complete, on every attempt; check the network, any proxy and "
         "AWS_ENDPOINT_URL"
+    )
+    assert elapsed < 15
+
+
+def test_a_body_shorter_than_its_length_fails_the_lease(
+    one_attempt: None,
+    raw_servers: RawServers,
+    model_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    endpoint = raw_servers.start(_short_body)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    completed, elapsed = _run("upload", model_dir, URI)
+    line = _only_line(completed, 1)
+    assert line == (
+        f"error: cannot take the upload lease s3://{BUCKET}/{PREFIX.removesuffix('/')}"
+        f"{LOCK_SUFFIX}: S3 at {endpoint} closed the connection before its answer was "
+        "complete, on every attempt; check the network, any proxy and AWS_ENDPOINT_URL"
     )
     assert elapsed < 15
 

@@ -10,7 +10,8 @@ an endpoint that stored nothing, and the first missing field is a ``KeyError`` f
 call. Two checks close that:
 
 * :class:`CompleteHeadConnection` fails a response whose status line or headers end without
-  their line end, as a dropped connection (which botocore retries);
+  their line end, or whose body ends before its ``Content-Length``, as a dropped connection
+  (which botocore retries);
 * :func:`require_complete_answers` fails a success without what every success of its
   operation carries: S3's request id on every S3 answer (``x-amz-request-id``, present on
   every answer S3 sends, errors included), and the fields of :data:`REQUIRED_FIELDS`, with
@@ -89,7 +90,7 @@ class _HeadReader:
 
 class CompleteHeadResponse(AWSHTTPResponse):  # type: ignore[misc]
     """botocore's response, refusing a head that ended with the stream instead of its blank
-    line."""
+    line, and a body shorter than its length."""
 
     fp: Any
 
@@ -108,6 +109,14 @@ class CompleteHeadResponse(AWSHTTPResponse):  # type: ignore[misc]
                 self.fp = reader.raw
         if reader.cut_short:
             raise HeadCutShortError("the answer ended in the middle of its status line or headers")
+
+    def read(self, amt: int | None = None) -> bytes:
+        """Read the body; a stream that ends before the announced ``Content-Length`` is an
+        incomplete answer, not a shorter body (botocore turns urllib3's own check off)."""
+        data: bytes = super().read(amt)
+        if not data and amt and self.length:
+            raise http.client.IncompleteRead(b"", self.length)
+        return data
 
 
 class CompleteHeadConnection:
