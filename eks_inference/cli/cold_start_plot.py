@@ -3,7 +3,9 @@
 One horizontal bar per deployment of the platform file and loader its engine supports on its
 instance, stacked by phase (node launch, image pull, weights image, weights, engine start), the
 deployment's own loader in bold. Drawn with matplotlib's object API on the Agg canvas, like
-the cost plot.
+the cost plot. The phase legend sits outside the plotting area, under the axis label, so it
+can cover no bar and no total, however long the longest bar; the x axis ends far enough past
+the longest bar for its total to fit inside the axes.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ _PHASE_COLORS = {
     "weights": "tab:orange",
     "engine": "tab:green",
 }
+# Room past the longest bar, as a share of it, for the total written after each bar.
+_LABEL_ROOM = 0.12
 
 
 def cold_start_figure(deployments: Sequence[DeploymentPlan], *, title: str) -> Figure:
     """Stacked bars of each deployment's cold start with each supported loader."""
     rows = [(d, estimate) for d in deployments for estimate in d.cold_starts]
-    figure = Figure(figsize=(10, 1.5 + 0.45 * max(len(rows), 1)), dpi=100)
+    # Constrained layout makes room for a legend placed "outside" the axes.
+    figure = Figure(figsize=(10, 2 + 0.45 * max(len(rows), 1)), dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     labels = []
@@ -54,13 +59,17 @@ def cold_start_figure(deployments: Sequence[DeploymentPlan], *, title: str) -> F
         if own.get(deployment.name) == estimate.loader:
             tick.set_fontweight("bold")
     axes.invert_yaxis()
+    longest = max((estimate.total_seconds for _, estimate in rows), default=0.0)
+    if longest > 0:
+        axes.set_xlim(0, longest * (1 + _LABEL_ROOM))
     legend = [
         Patch(color=_PHASE_COLORS[phase], label=phase.replace("_", " "))
         for phase in COLD_START_PHASES
     ]
-    axes.legend(handles=legend, loc="lower right", fontsize=8)
+    figure.legend(
+        handles=legend, loc="outside lower center", ncols=len(legend), fontsize=8, frameon=False
+    )
     axes.set_xlabel("seconds from a new node to serving (estimate; bold: the loader in use)")
     axes.set_title(title)
     axes.grid(True, axis="x", alpha=0.3)
-    figure.tight_layout()
     return figure

@@ -2,11 +2,12 @@
 
 Each command is a module of this package (:mod:`~eks_inference.cli.plan`,
 :mod:`~eks_inference.cli.upload`, :mod:`~eks_inference.cli.preflight`,
-:mod:`~eks_inference.cli.models`, :mod:`~eks_inference.cli.manifests`,
-:mod:`~eks_inference.cli.schema`), listed in ``--help`` in that order. Commands import what
-they need when they run (boto3 for ``upload``/``preflight``, matplotlib for ``plan --plot``,
-the chart renderer for ``manifests``), so starting the CLI stays fast. Errors print as one
-line on stderr: exit code 2 for bad input, 1 for a failure.
+:mod:`~eks_inference.cli.leftovers`, :mod:`~eks_inference.cli.models`,
+:mod:`~eks_inference.cli.manifests`, :mod:`~eks_inference.cli.schema`), listed in ``--help``
+in that order. Commands import what they need when they run (boto3 for ``upload``,
+``preflight`` and ``leftovers``, matplotlib for ``plan --plot``, the chart renderer for
+``manifests``), so starting the CLI stays fast. Errors print as one line on stderr: exit code
+2 for bad input, 1 for a failure.
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from eks_inference.cli import console, manifests, models, plan, preflight, schema, upload
+from eks_inference.cli import (
+    console,
+    leftovers,
+    manifests,
+    models,
+    plan,
+    preflight,
+    schema,
+    upload,
+)
 from eks_inference.ops.errors import OperationError
 from eks_inference.ops.text import printable
 
@@ -76,6 +86,7 @@ for command in (
     plan.plan,
     upload.upload,
     preflight.preflight,
+    leftovers.leftovers,
     models.models,
     manifests.manifests,
     schema.schema,

@@ -2,11 +2,14 @@
 or for one configuration, as tables, Markdown, JSON or a plot.
 
 The numbers come from :mod:`eks_inference.ops.plan`; this module checks the options, chooses
-the output and prints it. matplotlib is imported only for ``--plot``.
+the output and prints it. matplotlib, the ``plot`` extra (``pip install
+'eks-inference[plot]'``), is imported only for ``--plot`` and ``--cold-start-plot``; without
+it they fail at once with one line saying how to install it.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,12 +59,16 @@ def plan(
     ] = None,
     plot: Annotated[
         Path | None,
-        typer.Option(help="Write a PNG of cost per 1M tokens against throughput (needs --model)."),
+        typer.Option(
+            help="Write a PNG of cost per 1M tokens against throughput (needs --model and the "
+            "plot extra)."
+        ),
     ] = None,
     cold_start_plot: Annotated[
         Path | None,
         typer.Option(
-            help="Write a PNG of each deployment's cold start per loader (the platform file)."
+            help="Write a PNG of each deployment's cold start per loader (the platform file; "
+            "needs the plot extra)."
         ),
     ] = None,
     spot_price: Annotated[
@@ -97,6 +104,9 @@ def plan(
         raise BadInput("--cold-start-plot plans the platform file's deployments; drop --model")
     if output is not None and not (json_output or markdown):
         raise BadInput("--output writes Markdown or JSON; add --markdown or --json")
+    for option, picture in (("--plot", plot), ("--cold-start-plot", cold_start_plot)):
+        if picture is not None:
+            _require_plotting(option)
 
     if model is None:
         given = [
@@ -201,6 +211,19 @@ def plan(
         if does_not_fit is not None:
             # The table (or JSON) shows by how much; a script must not take it for a plan.
             raise CommandFailed(does_not_fit)
+
+
+def _require_plotting(option: str) -> None:
+    """Fail with the install command when ``option`` asks for a picture and the plotting stack
+    (the ``plot`` extra) cannot be imported; checked before anything is planned."""
+    try:
+        importlib.import_module("matplotlib")
+    except ModuleNotFoundError as error:
+        raise BadInput(
+            f"{option} draws with matplotlib, which is not installed (no module named "
+            f"{error.name!r}); install the plot extra: pip install 'eks-inference[plot]' "
+            "(from a checkout: pip install -e '.[plot]')"
+        ) from None
 
 
 def _plot_cold_starts(plan: PlatformPlan, platform: Path, path: Path) -> None:

@@ -106,8 +106,9 @@ def test_an_html_error_page_is_summarised_never_printed(
             "'502 Bad Gateway', not an AWS answer"
         ) in text
     else:
-        # A page with status 200 is no manifest and holds no quota value.
-        assert "_manifest.json is not a valid upload manifest" in text
+        # A page with status 200 is no S3 answer (it has no request id) and holds no quota
+        # value.
+        assert "S3 HeadBucket answered HTTP 200 without a request id (x-amz-request-id)" in text
         assert "Service Quotas answered without a quota value" in text
 
 

@@ -25,6 +25,7 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
     ProfileNotFound,
 )
 
+from eks_inference.ops.aws.answers import require_complete_answers
 from eks_inference.ops.aws.deadlines import Deadlines, request_timeout
 from eks_inference.ops.aws.errors import one_line
 from eks_inference.ops.errors import BadInput
@@ -55,7 +56,9 @@ class Aws:
 
         Retries (mode and attempts) are left to botocore's configuration chain, whose default
         is the standard mode; timeouts are :func:`request_timeout`, and every request and the
-        command as a whole have the total deadlines of :attr:`deadlines`. ``max_connections``
+        command as a whole have the total deadlines of :attr:`deadlines`. An answer cut short
+        or without the fields its success carries is a failure
+        (:mod:`~eks_inference.ops.aws.answers`). ``max_connections``
         sizes the connection pool for that many requests at once (botocore's default is 10).
         """
         timeout = request_timeout()
@@ -72,6 +75,7 @@ class Aws:
         try:
             client = self.session.client(service, region_name=region, config=config)
             deadlines.install(client)
+            require_complete_answers(client)
             return client
         except NoRegionError:
             raise BadInput(

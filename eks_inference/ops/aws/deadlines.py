@@ -38,6 +38,7 @@ from botocore.awsrequest import (  # type: ignore[import-untyped]
     AWSHTTPSConnectionPool,
 )
 
+from eks_inference.ops.aws.answers import CompleteHeadConnection
 from eks_inference.ops.errors import BadInput, CommandFailed, Interrupted
 
 TIMEOUT_VARIABLE = "EKS_INFERENCE_AWS_TIMEOUT"
@@ -244,9 +245,10 @@ def _shut(connection: Any) -> None:
 
 
 def _pool_class(pool_base: type, connection_base: type, deadlines: Deadlines) -> type:
-    """A connection pool class whose connections report to ``deadlines``."""
+    """A connection pool class whose connections report to ``deadlines`` and refuse a
+    response cut short (a request the watchdog cuts in its headers is one)."""
 
-    class Connection(connection_base):  # type: ignore[misc]
+    class Connection(CompleteHeadConnection, connection_base):  # type: ignore[misc]
         def request(
             self,
             method: str,

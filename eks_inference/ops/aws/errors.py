@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import (  # type: ignore[import-untyped]
     BotoCoreError,
     ClientError,
+    ConnectionClosedError,
     ConnectTimeoutError,
     EndpointConnectionError,
     NoCredentialsError,
@@ -97,6 +98,12 @@ def describe_error(error: BaseException, service: str = "AWS") -> str:
             f"{service} at {_origin(_endpoint(error))} did not {verb} within "
             f"{request_timeout():g} s on any attempt; check the network, any proxy and "
             f"AWS_ENDPOINT_URL ({TIMEOUT_VARIABLE} sets the wait)"
+        )
+    if isinstance(error, ConnectionClosedError):
+        # A head cut short (eks_inference.ops.aws.answers) or no answer at all, after retries.
+        return (
+            f"{service} at {_origin(_endpoint(error))} closed the connection before its answer "
+            "was complete, on every attempt; check the network, any proxy and AWS_ENDPOINT_URL"
         )
     if isinstance(error, EndpointConnectionError):
         return f"cannot reach the AWS endpoint ({_endpoint(error)})"
