@@ -1,12 +1,14 @@
-"""Standalone vLLM that scales: a KEDA ScaledObject on the engines' queue depth and KV cache.
+"""Servers that scale on their queue: a KEDA ScaledObject on the queue depth and KV cache.
 
-Only for ``engine: vllm`` with ``scaling.autoscale`` (Ray Serve scales itself). The loop: each
-vLLM pod exports ``vllm:num_requests_waiting`` and ``vllm:kv_cache_usage_perc`` on its
-``/metrics``; Prometheus scrapes them through the deployment's PodMonitor
-(:mod:`eks_inference.charts.monitoring`) and labels them with the deployment; KEDA queries
-Prometheus every 15 s and feeds the Horizontal Pod Autoscaler it manages, which sets the
-Deployment's replicas between ``min_replicas`` and ``max_replicas``; a pod that does not fit
-stays pending until the Cluster Autoscaler adds a node to the pool.
+For a deployment with ``scaling.autoscale`` on an engine that autoscales on its queue (standalone
+vLLM, Triton; Ray Serve and Knative scale by themselves). The loop: each vLLM pod exports
+``vllm:num_requests_waiting`` and ``vllm:kv_cache_usage_perc`` on its ``/metrics`` (a Triton pod
+``nv_inference_pending_request_count``, and no KV-cache gauge); Prometheus scrapes them
+through the deployment's PodMonitor (:mod:`eks_inference.charts.monitoring`) and labels them
+with the deployment; KEDA queries Prometheus every 15 s and feeds the Horizontal Pod
+Autoscaler it manages, which sets the Deployment's replicas between ``min_replicas`` and
+``max_replicas``; a pod that does not fit stays pending until the Cluster Autoscaler adds a
+node to the pool.
 """
 
 from __future__ import annotations
@@ -59,37 +61,34 @@ def triggers(signals: Signals) -> list[dict[str, Any]]:
     """KEDA's Prometheus triggers: queue depth per replica, and average KV-cache use.
 
     ``AverageValue``: replicas = ceil(waiting requests / the per-replica allowance).
-    ``Value``: replicas = ceil(current replicas x average KV use / target). The HPA takes the
-    larger of the two.
+    ``Value``: replicas = ceil(current replicas x average KV use / target), for an engine that
+    exports its KV-cache use. The HPA takes the larger of the two.
     """
     server = names.prometheus_url()
+    queue = {
+        "type": "prometheus",
+        "name": QUEUE_TRIGGER,
+        "metricType": "AverageValue",
+        "metadata": {
+            "serverAddress": server,
+            "query": signals.requests_waiting,
+            "threshold": str(signals.queue_per_replica),
+        },
+    }
     if signals.kv_cache_usage_avg is None:
-        raise ValueError(
-            f"deployment {signals.deployment!r}: KEDA scales on KV-cache use, which its engine "
-            "does not export"
-        )
-    return [
-        {
-            "type": "prometheus",
-            "name": QUEUE_TRIGGER,
-            "metricType": "AverageValue",
-            "metadata": {
-                "serverAddress": server,
-                "query": signals.requests_waiting,
-                "threshold": str(signals.queue_per_replica),
-            },
+        # An engine that exports no KV-cache gauge (Triton's vLLM backend) scales on its queue.
+        return [queue]
+    kv_cache = {
+        "type": "prometheus",
+        "name": KV_CACHE_TRIGGER,
+        "metricType": "Value",
+        "metadata": {
+            "serverAddress": server,
+            "query": signals.kv_cache_usage_avg,
+            "threshold": str(signals.kv_cache_scale_target),
         },
-        {
-            "type": "prometheus",
-            "name": KV_CACHE_TRIGGER,
-            "metricType": "Value",
-            "metadata": {
-                "serverAddress": server,
-                "query": signals.kv_cache_usage_avg,
-                "threshold": str(signals.kv_cache_scale_target),
-            },
-        },
-    ]
+    }
+    return [queue, kv_cache]
 
 
 def autoscaling_chart(spec: ModelDeploymentSpec) -> ChartRecord:

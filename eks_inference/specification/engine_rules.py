@@ -126,3 +126,29 @@ def field_need_problem(need: FieldNeed, spec: ModelDeploymentSpec, problems: Pro
 FIELD_NEED_RULES: tuple[Rule[ModelDeploymentSpec], ...] = tuple(
     Rule(need.reads, functools.partial(field_need_problem, need)) for need in FIELD_NEEDS
 )
+
+
+def fixed_unless_autoscaled(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """For an engine whose servers run a fixed count unless KEDA scales them on their queue
+    (:class:`~eks_inference.specification.capabilities.AutoscalesOnQueue`): a replica range
+    needs ``autoscale: true``, and ``autoscale: true`` needs a range. A rule such an engine
+    lists among its own, reading ``scaling``."""
+    scaling = spec.scaling
+    summary = engine_of(spec).summary
+    if not scaling.autoscale and scaling.min_replicas != scaling.max_replicas:
+        self_scaling = [e.name for e in registered_engines() if e.scales_at_run_time(spec)]
+        problems.add(
+            ("scaling", "max_replicas"),
+            f"{summary} without autoscaling runs a fixed number of replicas; set max_replicas "
+            f"= min_replicas ({scaling.min_replicas}), autoscale: true to scale on queue "
+            "depth with KEDA"
+            + (f", or engine: {' or '.join(self_scaling)}" if self_scaling else ""),
+            scaling.max_replicas,
+        )
+    if scaling.autoscale and scaling.min_replicas == scaling.max_replicas:
+        problems.add(
+            ("scaling", "max_replicas"),
+            f"autoscale: true needs a range to scale in; set max_replicas above min_replicas "
+            f"({scaling.min_replicas}), or autoscale: false for a fixed size",
+            scaling.max_replicas,
+        )

@@ -65,8 +65,13 @@ from eks_inference.observability.observed import (
 from eks_inference.observability.signals import matchers
 from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.serve.triton_openai import READY_PATH
-from eks_inference.specification.capabilities import ServesExtraApiPaths, ServesModelRepository
+from eks_inference.specification.capabilities import (
+    AutoscalesOnQueue,
+    ServesExtraApiPaths,
+    ServesModelRepository,
+)
 from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.engine_rules import fixed_unless_autoscaled
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
 from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
@@ -161,7 +166,7 @@ def _server(
         metadata(spec.name, labels),
         {
             "spec": {
-                "replicas": spec.scaling.min_replicas,
+                **_replicas(spec),
                 "selector": {"matchLabels": selector},
                 "strategy": {
                     "type": "RollingUpdate",
@@ -357,18 +362,10 @@ def _probe(
     )
 
 
-def _check_scaling(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    # Autoscaling and scaling to zero are refused by the capability rules; what is left is a
-    # range with nothing to scale in it.
-    scaling = spec.scaling
-    if not scaling.autoscale and scaling.min_replicas != scaling.max_replicas:
-        problems.add(
-            ("scaling", "max_replicas"),
-            "a Triton Deployment runs a fixed number of replicas (its queue is not one KEDA "
-            f"reads); set max_replicas = min_replicas ({scaling.min_replicas}), or engine: "
-            "vllm or rayservice to scale on load",
-            scaling.max_replicas,
-        )
+def _replicas(spec: ModelDeploymentSpec) -> dict[str, int]:
+    # KEDA owns the replica count of an autoscaled Deployment: a count in the manifest would
+    # reset it to min_replicas on every apply, in the middle of a burst.
+    return {} if spec.scaling.autoscale else {"replicas": spec.scaling.min_replicas}
 
 
 def _check_block_size(spec: ModelDeploymentSpec, problems: Problems) -> None:
@@ -436,6 +433,9 @@ class TritonEngine(ServingEngine):
     capabilities = (
         ServesModelRepository(_served_model_names, _mounted_prefixes),
         ServesExtraApiPaths(_v2_paths),
+        # KEDA reads the requests pending in Triton's schedulers
+        # (nv_inference_pending_request_count).
+        AutoscalesOnQueue(),
     )
 
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
@@ -456,7 +456,7 @@ class TritonEngine(ServingEngine):
             Rule(frozenset({"limits.block_size"}), _check_block_size),
             Rule(
                 frozenset({"scaling.min_replicas", "scaling.max_replicas", "scaling.autoscale"}),
-                _check_scaling,
+                fixed_unless_autoscaled,
             ),
         )
 
@@ -467,7 +467,7 @@ class TritonEngine(ServingEngine):
         return TRITON_ROLLOUT_SURGE
 
     def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
-        return False
+        return spec.scaling.autoscale
 
     def server(
         self,
@@ -525,7 +525,9 @@ class TritonEngine(ServingEngine):
         )
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
-        return "fixed size: Triton's replicas are set by scaling.min_replicas"
+        if spec.scaling.autoscale:
+            return "KEDA adds a replica per quarter batch of requests pending in Triton"
+        return "fixed size: set scaling.autoscale to let KEDA add replicas"
 
     def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
         return triton_observed.alerts(spec)

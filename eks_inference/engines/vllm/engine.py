@@ -45,11 +45,12 @@ from eks_inference.observability.signals import matchers
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.capabilities import AutoscalesOnQueue, OffloadsKvCache
 from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.engine_rules import fixed_unless_autoscaled
 from eks_inference.specification.kv_serving_rules import replica_memory_mib
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
 from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
-from eks_inference.specification.validation import Problems, Rule
+from eks_inference.specification.validation import Rule
 from eks_inference.versions import NEURON_VLLM_IMAGE
 
 if TYPE_CHECKING:
@@ -277,25 +278,6 @@ def _health_probe(
     )
 
 
-def _check_scaling(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    scaling = spec.scaling
-    if not scaling.autoscale and scaling.min_replicas != scaling.max_replicas:
-        problems.add(
-            ("scaling", "max_replicas"),
-            "a standalone vLLM Deployment without autoscaling runs a fixed number of "
-            f"replicas; set max_replicas = min_replicas ({scaling.min_replicas}), "
-            "autoscale: true to scale on queue depth with KEDA, or engine: rayservice",
-            scaling.max_replicas,
-        )
-    if scaling.autoscale and scaling.min_replicas == scaling.max_replicas:
-        problems.add(
-            ("scaling", "max_replicas"),
-            f"autoscale: true needs a range to scale in; set max_replicas above min_replicas "
-            f"({scaling.min_replicas}), or autoscale: false for a fixed size",
-            scaling.max_replicas,
-        )
-
-
 class VllmEngine(ServingEngine):
     """Standalone vLLM: a Deployment, a ClusterIP Service, a PDB and a ServiceAccount.
 
@@ -357,7 +339,7 @@ class VllmEngine(ServingEngine):
 
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
         reads = frozenset({"scaling.min_replicas", "scaling.max_replicas", "scaling.autoscale"})
-        return (Rule(reads, _check_scaling),)
+        return (Rule(reads, fixed_unless_autoscaled),)
 
     def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         return (spec.name,)

@@ -36,6 +36,7 @@ from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.conftest import CONTEXT
 from tests.charts.helpers import crd_validator, is_custom_resource, of_kind, one, schema_errors
+from tests.charts.observed import SCALEDOBJECT_CRD
 from tests.vllm_args import engine_args_table
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -306,3 +307,35 @@ def test_monitors_alerts_and_dashboard_read_tritons_metrics() -> None:
     assert {"nv_inference_queue_duration_us", "vllm:time_per_output_token_seconds_bucket"} <= read
     for _, expr in expressions(board):
         assert not unknown_metrics(expr), expr
+
+
+def test_triton_scales_on_its_pending_requests_with_keda() -> None:
+    data = example_data()
+    triton = triton_data(data)
+    triton["scaling"] = {"min_replicas": 1, "max_replicas": 3, "autoscale": True}
+    data["node_pools"] = [
+        {**pool, "max_size": pool["max_size"] + 2} if pool["name"] != "system" else pool
+        for pool in data["node_pools"]
+    ]
+    platform = PlatformSpec.model_validate(data)
+    objects = render_platform(platform, CONTEXT)[triton["name"]]
+    # KEDA owns the replica count: the Deployment leaves it out.
+    assert "replicas" not in one(objects, "Deployment")["spec"]
+    scaled = one(objects, "ScaledObject")
+    assert not schema_errors(crd_validator(SCALEDOBJECT_CRD, "v1alpha1"), scaled)
+    assert scaled["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": triton["name"],
+    }
+    assert (scaled["spec"]["minReplicaCount"], scaled["spec"]["maxReplicaCount"]) == (1, 3)
+    # Its queue is the one trigger: the vLLM backend exports no KV-cache gauge to add.
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger["name"] == "queue-depth"
+    assert "nv_inference_pending_request_count{" in trigger["metadata"]["query"]
+    assert not unknown_metrics(trigger["metadata"]["query"])
+    # Without autoscale a range stays refused, naming the fix.
+    triton["scaling"] = {"min_replicas": 1, "max_replicas": 3}
+    message = _problems(data)
+    assert "runs a fixed number of replicas" in message
+    assert "autoscale: true to scale on queue depth with KEDA" in message
