@@ -72,10 +72,10 @@ NESTED_STACK_BOUND = StackUse(resources=16, outputs=0, template_bytes=300_000)
 
 # Resources every parent stack has: the VPC, the cluster and its kubectl provider, the model
 # bucket, the add-ons installed whatever the pools (Pod Identity agent, VPC CNI, Mountpoint,
-# KubeRay, metrics stack, KEDA) and the custom-resource providers.
-_CORE_RESOURCES = 81
+# KubeRay, metrics stack and its namespace, KEDA) and the custom-resource providers.
+_CORE_RESOURCES = 82
 _CORE_OUTPUTS = 2
-_CORE_BYTES = 72_500
+_CORE_BYTES = 73_800
 # Karpenter's controller, its interruption queue and rules, node role and policies, in place
 # of the Cluster Autoscaler.
 _KARPENTER_RESOURCES = 17

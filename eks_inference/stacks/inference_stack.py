@@ -126,6 +126,11 @@ class InferenceStack(Stack):
     deployment renders must fit a node of its own pool and of no other, or its
     :class:`ModelDeployment` fails synth with the pod's field path.
 
+    ``cdk destroy`` deletes every object a controller turns into AWS resources (the
+    Ingresses, Karpenter's NodePools, Prometheus' claim) before that controller, the system
+    node group it runs on and the cluster, so that each controller deletes what it made; the
+    model bucket stays (see the documentation's "Tearing down" page).
+
     The stack is environment-agnostic unless ``env`` is given; with an explicit region pass
     ``availability_zones`` too, so that no availability-zone lookup is needed at synth.
     """

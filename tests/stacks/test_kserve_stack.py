@@ -16,15 +16,13 @@ from eks_inference import versions
 from eks_inference.charts.serving import engine_needs
 from eks_inference.specification.platform import PlatformSpec
 from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, example_group, lint_all
+from tests.stacks.helm_values import missing_keys
 
 EXAMPLE = REPO / "examples" / "kserve-platform.yaml"
 # With the example's own test (tests/stacks/test_examples.py), which synthesizes and lints the
 # same app: on one worker, each is done once.
 EXAMPLE_GROUP = example_group(EXAMPLE)
 UPSTREAM = REPO / "tests" / "upstream"
-# Values the charts pass into the pod spec whole (a node selector's labels, a Kubernetes
-# Affinity), whatever keys the chart's default holds.
-FREE_MAPS = frozenset({"nodeSelector", "affinity"})
 LATEST = re.compile(r"(?<![A-Za-z])latest(?![A-Za-z])")
 # The pinned values.yaml of each chart the add-on installs (headers name their source).
 VALUES = {
@@ -50,20 +48,6 @@ def _pinned_values(chart: str) -> Any:
     text = (UPSTREAM / VALUES[chart]).read_text()
     # The operator's chart is released with its image tag written in (hack/generate-helm.sh).
     return yaml.safe_load(text.replace("{{ tag }}", versions.KNATIVE_OPERATOR_CHART.version))
-
-
-def _missing_keys(given: Any, pinned: Any, path: str = "") -> list[str]:
-    """Keys of ``given`` that the pinned values do not have (maps only; a value the chart
-    leaves empty, ``{}``, and those of :data:`FREE_MAPS` take any keys)."""
-    if not isinstance(given, dict) or not isinstance(pinned, dict) or not pinned:
-        return []
-    missing = []
-    for key, value in given.items():
-        if key not in pinned:
-            missing.append(f"{path}{key}")
-        elif key not in FREE_MAPS:
-            missing += _missing_keys(value, pinned[key], f"{path}{key}.")
-    return missing
 
 
 @pytest.mark.synth
@@ -97,7 +81,7 @@ def test_the_add_ons_releases_are_pinned_and_their_values_exist(example: Synthes
     for chart in VALUES:
         values = json.loads(releases[chart].get("Values", "{}"))
         assert values, chart
-        assert _missing_keys(values, _pinned_values(chart)) == [], chart
+        assert missing_keys(values, _pinned_values(chart)) == [], chart
 
 
 @pytest.mark.synth

@@ -15,13 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
 from eks_inference import names, versions
 from eks_inference.catalog import Accelerator
 from eks_inference.charts.autoscaling import SCALEDOBJECT_CRD
+from eks_inference.charts.common import PART_OF, api_object, metadata
 from eks_inference.charts.monitoring import (
     PODMONITOR_CRD,
     PROMETHEUSRULE_CRD,
@@ -91,6 +92,22 @@ class ObservabilityOptions:
     and the write-ahead log."""
     prometheus_volume: str = "50Gi"
     """Default ``50Gi``: the encrypted gp3 volume of Prometheus' time series."""
+    keep_prometheus_volume: bool = False
+    """Default ``False``: Prometheus' claim, and with it its EBS volume, is deleted with the
+    release (``cdk destroy`` leaves no volume to pay for). ``True`` keeps the claim when the
+    Prometheus StatefulSet is deleted and leaves the monitoring namespace to the cluster's own
+    deletion, so the volume and its time series outlive the stack; find it afterwards with
+    ``eks-inference leftovers`` and delete it yourself."""
+
+    @property
+    def prometheus_claim_retention(self) -> dict[str, str]:
+        """The Prometheus StatefulSet's ``persistentVolumeClaimRetentionPolicy``: its claim
+        deleted with it unless :attr:`keep_prometheus_volume`; kept on a scale-down, so that
+        scaling back up finds its time series."""
+        return {
+            "whenDeleted": "Retain" if self.keep_prometheus_volume else "Delete",
+            "whenScaled": "Retain",
+        }
 
 
 class InferenceObservability(AddonConstruct[ObservabilityOptions]):
@@ -120,6 +137,15 @@ class InferenceObservability(AddonConstruct[ObservabilityOptions]):
     monitors, rules and ScaledObjects are applied after the release that installs their CRD.
     Exporters, KEDA and the neuron-monitor objects wait for kube-prometheus-stack, whose
     ServiceMonitor and PodMonitor CRDs they use.
+
+    **Teardown.** Prometheus' volume is the one AWS resource the stack makes through a
+    controller here: the StatefulSet's claim, provisioned by the EBS CSI driver. The claim is
+    deleted with the StatefulSet (``persistentVolumeClaimRetentionPolicy``, see
+    :attr:`ObservabilityOptions.keep_prometheus_volume`), and the ``monitoring`` namespace
+    (:attr:`namespace`, created here rather than by Helm, which never deletes a namespace) is
+    deleted after the release, waiting for everything in it to go, the claim included: only
+    then are the EBS CSI driver, its StorageClass and the system node group it runs on
+    deleted, so the driver is still there to delete the volume.
     """
 
     PROVIDES: ClassVar[Provides] = Provides(crds=(*PROMETHEUS_OPERATOR_CRDS, *KEDA_CRDS))
@@ -136,10 +162,19 @@ class InferenceObservability(AddonConstruct[ObservabilityOptions]):
             cluster=cluster.eks_cluster,
             manifest=[_storage_class()],
         )
+        self.namespace = self._add_namespace(cluster)
+        # Deleted after the release and before the driver and the nodes it runs on, waiting
+        # for the claim (the pod gone, its volume unmounted), so the driver deletes the volume.
+        self.namespace.node.add_dependency(
+            storage_class, self.ebs_csi_addon, cluster.nodegroup(system.name)
+        )
         self.kube_prometheus_stack = self._add_kube_prometheus_stack(cluster, system)
         # Grafana's Roles are created in the inference namespace, so it must exist first.
         self.kube_prometheus_stack.node.add_dependency(
-            storage_class, self.ebs_csi_addon, cluster.namespace(names.INFERENCE_NAMESPACE)
+            storage_class,
+            self.ebs_csi_addon,
+            self.namespace,
+            cluster.namespace(names.INFERENCE_NAMESPACE),
         )
         self.dcgm_exporter = self._add_dcgm_exporter(cluster)
         self.neuron_monitor = self._add_neuron_monitor(cluster)
@@ -148,6 +183,7 @@ class InferenceObservability(AddonConstruct[ObservabilityOptions]):
             if follower is not None:
                 follower.node.add_dependency(self.kube_prometheus_stack)
         platform.set_metrics(self)
+        platform.add_namespace_maker(names.MONITORING_NAMESPACE, self.namespace)
         platform.add_crd_installer(PROMETHEUS_OPERATOR_CRDS, self.kube_prometheus_stack)
         platform.add_crd_installer(KEDA_CRDS, self.keda)
 
@@ -176,6 +212,24 @@ class InferenceObservability(AddonConstruct[ObservabilityOptions]):
         )
         return addon.role, addon
 
+    def _add_namespace(self, cluster: InferenceCluster) -> eks.KubernetesManifest:
+        """The ``monitoring`` namespace; with :attr:`ObservabilityOptions.keep_prometheus_volume`
+        it is left to the cluster's deletion, with the claim in it."""
+        labels = {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": PART_OF}
+        namespace = api_object(
+            "v1", "Namespace", metadata(names.MONITORING_NAMESPACE, labels, namespace=None), {}
+        )
+        return eks.KubernetesManifest(
+            self,
+            "Namespace",
+            cluster=cluster.eks_cluster,
+            manifest=[namespace],
+            # Applied, not created: on a cluster deployed before this manifest existed, Helm
+            # created the namespace, and apply takes it over.
+            overwrite=True,
+            removal_policy=RemovalPolicy.RETAIN if self.options.keep_prometheus_volume else None,
+        )
+
     def _add_kube_prometheus_stack(
         self, cluster: InferenceCluster, system: NodePool
     ) -> eks.HelmChart:
@@ -200,6 +254,9 @@ class InferenceObservability(AddonConstruct[ObservabilityOptions]):
                     "podMonitorSelectorNilUsesHelmValues": False,
                     "serviceMonitorSelectorNilUsesHelmValues": False,
                     "ruleSelectorNilUsesHelmValues": False,
+                    "persistentVolumeClaimRetentionPolicy": (
+                        self.options.prometheus_claim_retention
+                    ),
                     "storageSpec": {
                         "volumeClaimTemplate": {
                             "spec": {
@@ -246,7 +303,8 @@ class InferenceObservability(AddonConstruct[ObservabilityOptions]):
             pinned=versions.KUBE_PROMETHEUS_STACK_CHART,
             release=names.KUBE_PROMETHEUS_STACK_NAME,
             namespace=names.MONITORING_NAMESPACE,
-            create_namespace=True,
+            # The namespace is the add-on's own manifest, which outlives the release.
+            create_namespace=False,
             skip_crds=False,
             timeout=_HELM_TIMEOUT,
             values=values,
