@@ -527,7 +527,7 @@ class TritonEngine(ServingEngine):
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         if spec.scaling.autoscale:
             return "KEDA adds a replica per quarter batch of requests pending in Triton"
-        return "fixed size: set scaling.autoscale to let KEDA add replicas"
+        return "fixed size: Triton's replicas are set by scaling.min_replicas"
 
     def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
         return triton_observed.alerts(spec)
