@@ -1,11 +1,12 @@
-"""Layer 2: the Kubernetes objects a validated platform is served by, as cdk8s charts.
+"""Layer 3: the Kubernetes objects a validated platform is served by, as cdk8s charts.
 
 Nothing here imports aws-cdk: the CDK constructs apply these charts to a cluster and
 :mod:`eks_inference.charts.render` renders them for the manifest writer
 (:mod:`eks_inference.output.writer`) to write to ``k8s_manifests/``, both from the same code.
 
 - :mod:`~eks_inference.charts.deployment`: every chart of one deployment, in apply order.
-- :mod:`~eks_inference.engines`: the engines, one module each, behind one interface.
+- :mod:`~eks_inference.charts.serving`: the class an engine extends (the engines themselves,
+  one package each, are :mod:`eks_inference.engines`, the layer above).
 - :mod:`~eks_inference.charts.weights_loaders`: what a weights loader contributes to the servers.
 - :mod:`~eks_inference.charts.pod`: the one pod builder; :mod:`~eks_inference.charts.contract`:
   the record of what each chart needs from the platform (:class:`PlatformNeeds`), which is all

@@ -1,1 +1,1 @@
-"""vllm."""
+"""``engine: vllm``: a standalone vLLM Deployment (:mod:`~eks_inference.engines.vllm.engine`)."""
