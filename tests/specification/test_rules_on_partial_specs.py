@@ -1,10 +1,10 @@
 """A rule never fails on a spec the user got wrong: it reads only values that passed.
 
-Two shapes once ended ``plan`` and ``manifests`` in a traceback: an ``fsx`` block whose field
-failed, on a deployment whose engine's cold-start rule reads the loader's options without
-naming them (``AttributeError`` from the partial model), and a degree beyond the instance's
-devices read by the same rule while another field of the deployment failed
-(``ZeroDivisionError`` sizing it). Each is now one line; and the rule runner, not each rule,
+Three shapes once ended ``plan`` and ``manifests`` in a traceback: an ``fsx`` block whose
+field failed, on a deployment whose engine's cold-start rule reads the loader's options
+without naming them (``AttributeError`` from the partial model); and a degree beyond the
+instance's devices, refused by the fit rule, then sized by the KServe cold-start rule or the
+KV-tier rule (``ZeroDivisionError``). Each is now one line; and the rule runner, not each rule,
 makes it so: a rule reading a field that failed stops, and a rule reading a field an earlier
 rule refused does not run.
 """
