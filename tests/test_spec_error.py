@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -73,6 +74,8 @@ def test_the_error_is_a_validation_error_with_its_errors() -> None:
     assert detail["input"]["min_size"] == 3
 
 
-def test_a_platform_read_or_validated_raises_it_too() -> None:
+def test_a_platform_file_read_raises_it_too(tmp_path: Path) -> None:
+    path = tmp_path / "platform.yaml"
+    path.write_text("model_bucket_name: my-org-llm-weights\n")
     with pytest.raises(SpecError, match=r"^node_pools: Field required$"):
-        PlatformSpec.model_validate({"model_bucket_name": "my-org-llm-weights"})
+        PlatformSpec.from_yaml(path)

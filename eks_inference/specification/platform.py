@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -45,6 +46,7 @@ from eks_inference.specification.routes import (
 from eks_inference.specification.validation import (
     Problems,
     Rule,
+    SpecError,
     SpecModel,
     rule_error,
     validate_with_rules,
@@ -111,7 +113,10 @@ class PlatformSpec(SpecModel):
         (a ``ValidationError``) for a spec that breaks a rule, ``OSError`` when the file cannot
         be read.
         """
-        return cls.model_validate(spec_file.load(path))
+        try:
+            return cls.model_validate(spec_file.load(path))
+        except ValidationError as error:
+            raise SpecError.of(error) from None
 
     @property
     def system_pool(self) -> NodePool:

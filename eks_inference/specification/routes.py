@@ -208,13 +208,7 @@ def api_key_secret_name(cluster_name: str) -> str:
 
 
 def decode_seconds(spec: ModelDeploymentSpec) -> float:
-    """Seconds to generate ``max_model_len`` tokens of one sequence at the decode bound.
-
-    0 for a degree the instance holds no replica of: such a spec is refused (the degree is a
-    problem of its own), and a rule reading this on it must add nothing, not divide by zero.
-    """
-    if spec.replicas_per_node == 0:
-        return 0.0
+    """Seconds to generate ``max_model_len`` tokens of one sequence at the decode bound."""
     limits = spec.limits
     node_bound = sizing.decode_tokens_per_second_bound(
         spec.model.architecture,

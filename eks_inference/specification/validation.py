@@ -4,10 +4,10 @@ Rules come in two kinds. A rule about one field is part of that field's type (an
 ``Annotated`` validator), so pydantic reports it beside every other field error. A rule that
 reads several fields is a :class:`Rule` of the model, run by :func:`validate_with_rules` from a
 wrap model validator: when some fields fail, the rules that read only fields that validated
-still run, so one validation lists every problem of a spec. A rule reads only values that
-passed: not a field that failed (even one its ``reads`` leave out: it stops, and is skipped),
-nor a value an earlier rule refused (a degree the instance's topology does not have is not
-sized).
+still run, so one validation lists every problem of a spec. A rule never fails on what the
+user got wrong: one that raises on a spec with a field that failed, or after an earlier rule
+refused a value it reads (a degree the instance's topology lacks, then sized), adds nothing
+more, since what it would say depends on a value to fix first.
 
 Errors are also made readable here, once for every model: an unknown field names the field it
 most resembles ("did you mean tensor_parallel_size?") and the errors that only follow from the
@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import UnionType
-from typing import Annotated, Any, Generic, Self, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Generic, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ModelWrapValidatorHandler, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
@@ -117,9 +117,10 @@ class SpecError(ValidationError):
 
 
 class SpecModel(BaseModel):
-    """A spec users build themselves: constructing or validating one that breaks the rules
-    raises :class:`SpecError`, whose text is the one line the CLI and the reference app print,
-    instead of pydantic's multi-line report.
+    """A spec users build themselves: constructing one that breaks the rules raises
+    :class:`SpecError`, whose text is the one line the CLI and the reference app print,
+    instead of pydantic's multi-line report. (``model_validate`` is pydantic's own, and
+    raises its ``ValidationError``.)
 
     Only the outermost model raises it: nested in another spec, a model's errors are part of
     its parent's, located under the parent's field.
@@ -135,13 +136,6 @@ class SpecModel(BaseModel):
     # validating a spec nested in another builds it without calling it: only the outermost
     # spec raises SpecError.
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
-
-    @classmethod
-    def model_validate(cls, obj: Any, **options: Any) -> Self:
-        try:
-            return super().model_validate(obj, **options)
-        except ValidationError as error:
-            raise SpecError.of(error) from None
 
 
 def shorten(message: str) -> str:
@@ -239,8 +233,7 @@ class Rule(Generic[ModelT]):
 
     ``reads`` names every field the check touches, properties included (``spec.instance``
     reads ``instance_type``), as a field (``limits``) or a field of a nested model
-    (``limits.max_model_len``): the rule runs only when all of them validated and no earlier
-    rule refused one of them.
+    (``limits.max_model_len``): the rule runs only when all of them validated.
     """
 
     reads: frozenset[str]
@@ -265,11 +258,12 @@ def validate_with_rules(
     the rules that read only those run on a partial model, so their problems are reported
     together with the field errors.
 
-    Rules run in order, and one that reads a value an earlier rule refused (a problem added
-    with the value, :meth:`Problems.refused`) is skipped: its check would size or compare a
-    value already known to be wrong. A rule that reads a field
-    of the partial model that did not validate, whatever its ``reads`` say, stops there and
-    adds nothing more: a rule cannot fail on a field the user got wrong.
+    Rules run in order. One that raises stops there, adding nothing more, when the spec has a
+    field that failed (a rule reading a field the partial model leaves out, whatever its
+    ``reads`` say, or a value that only a skipped rule would have refused) or when an earlier
+    rule refused a value it reads (a problem added with the value, :meth:`Problems.refused`):
+    it sized or compared a value already known to be wrong. On a spec whose fields and earlier
+    rules all passed, an exception is a bug of the rule, and raised.
     """
     problems = Problems(cls.__name__)
     if isinstance(data, Mapping):
@@ -288,17 +282,17 @@ def validate_with_rules(
         model, valid = _partial_model(cls, data, failed)
     else:
         valid = set(cls.model_fields)
+    partial = len(problems) > 0
     refused: list[tuple[str, ...]] = []
     for rule in rules(model) if callable(rules) else rules:
         if not all(_validated(path, valid) for path in rule.reads):
             continue
-        if any(_within(path, loc) for path in rule.reads for loc in refused):
-            continue
         start = len(problems)
         try:
             rule.check(model, problems)
-        except AttributeError as error:
-            if not _unvalidated_field(error):
+        except Exception:
+            # What the rule would say follows from a value the user must fix first.
+            if not partial and not any(_within(p, loc) for p in rule.reads for loc in refused):
                 raise
         refused += problems.refused(start)
     problems.raise_if_any()
@@ -311,18 +305,6 @@ def _within(path: str, loc: tuple[str, ...]) -> bool:
     was refused)."""
     parts = tuple(path.split("."))
     return parts[: len(loc)] == loc
-
-
-def _unvalidated_field(error: AttributeError) -> bool:
-    """Whether ``error`` is the read of a field a partial model leaves out (see
-    :func:`_partial_model`): a field of the model's class missing from the instance, which no
-    model pydantic built can be."""
-    model = error.obj
-    return (
-        isinstance(model, BaseModel)
-        and error.name in type(model).model_fields
-        and error.name not in model.__dict__
-    )
 
 
 def _field_names(cls: type[BaseModel]) -> list[str]:
@@ -440,7 +422,7 @@ def _partial_model(
     ``failed`` are the locations of the errors. Each other field is validated on its own; a
     nested model with errors in some of its fields is built the same way, so that its valid
     fields can still be read. A field that failed is left out rather than set to its default,
-    so that a rule reading it stops (:func:`validate_with_rules` skips the rest of it) instead
+    so that a rule reading it stops (:func:`validate_with_rules` drops the rest of it) instead
     of checking a value the user never gave.
     """
     errors_of: dict[str, list[tuple[int | str, ...]]] = {}

@@ -5,8 +5,8 @@ field failed, on a deployment whose engine's cold-start rule reads the loader's 
 without naming them (``AttributeError`` from the partial model); and a degree beyond the
 instance's devices, refused by the fit rule, then sized by the KServe cold-start rule or the
 KV-tier rule (``ZeroDivisionError``). Each is now one line; and the rule runner, not each rule,
-makes it so: a rule reading a field that failed stops, and a rule reading a field an earlier
-rule refused does not run.
+makes it so: a rule that raises on a spec with a failed field, or after an earlier rule
+refused a value it reads, adds nothing; on a spec that passed so far, it is a bug, and raised.
 """
 
 from __future__ import annotations
@@ -127,13 +127,13 @@ class _Outer(BaseModel):
         )
 
 
-def test_a_rule_reading_a_field_that_failed_stops_instead_of_raising() -> None:
+def test_a_rule_failing_on_a_field_that_failed_adds_nothing() -> None:
     with pytest.raises(ValidationError) as caught:
         _Outer.model_validate({"inner": {"size": "many"}, "total": "x"})
     assert [e["loc"] for e in caught.value.errors()] == [("inner", "size"), ("total",)]
 
 
-def test_a_rule_does_not_read_a_value_an_earlier_rule_refused() -> None:
+def test_a_rule_failing_on_a_value_an_earlier_rule_refused_adds_nothing() -> None:
     with pytest.raises(ValidationError) as caught:
         _Outer.model_validate({"inner": {"size": 1}, "count": 0})
     assert [e["msg"] for e in caught.value.errors()] == ["count must not be 0"]
