@@ -125,10 +125,11 @@ class PlatformSpec(SpecModel):
 
     def with_node_provisioning(self, node_provisioning: NodeProvisioning) -> PlatformSpec:
         """This platform with its nodes provisioned by ``node_provisioning``, validated again
-        (the rules of each mode differ)."""
+        (the rules of each mode differ); :class:`~eks_inference.specification.validation.SpecError`
+        when it breaks them."""
         data = self.model_dump(mode="json", exclude_unset=True)
         data["node_provisioning"] = node_provisioning
-        return type(self).model_validate(data)
+        return type(self)(**data)
 
     def topology_policy_notes(self) -> tuple[str, ...]:
         """What ``plan`` says of each pool's topology manager policy the platform chose for

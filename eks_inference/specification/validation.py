@@ -222,9 +222,11 @@ class Problems:
             if error["loc"] and error["input"] is not None
         ]
 
-    def raise_if_any(self) -> None:
+    def raise_if_any(self, error: type[ValidationError] = ValidationError) -> None:
+        """Raise the problems together, as ``error`` (a :class:`SpecError` where a user's own
+        call is refused), when there are any."""
         if self._errors:
-            raise ValidationError.from_exception_data(self._title, self._errors)
+            raise error.from_exception_data(self._title, self._errors)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from eks_inference.aws_types import (
 )
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.provisioning import NodeProvisioning
-from eks_inference.specification.validation import Problems
+from eks_inference.specification.validation import Problems, SpecError
 from eks_inference.stacks.inference_stack import InferenceStack
 
 STACK_NAME = "InferenceStack"
@@ -44,8 +44,9 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
       (see below).
 
     Context values are checked before anything is built; all their problems are raised
-    together as the :class:`pydantic.ValidationError` a platform file's problems are, each
-    located at its context key.
+    together as the :class:`~eks_inference.specification.validation.SpecError` (a
+    ``ValidationError`` whose text is one line) a platform's problems are, each located at its
+    context key.
 
     cdk-nag runs as a validation plugin: any finding not acknowledged, with a reason, on the
     construct it concerns fails the synth.
@@ -113,7 +114,7 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         problem = public_access_cidr_problem(cidr, name="context public_access_cidrs entry")
         if problem is not None:
             problems.add(("public_access_cidrs",), problem)
-    problems.raise_if_any()
+    problems.raise_if_any(SpecError)
     if provisioning is not None:
         platform = platform.with_node_provisioning(NodeProvisioning(provisioning))
     stack = InferenceStack(

@@ -11,6 +11,7 @@ from aws_cdk import App
 from pydantic import ValidationError
 
 from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.validation import SpecError
 from eks_inference.stacks import build_app
 from tests.conftest import REFERENCE_PLATFORM
 
@@ -56,3 +57,12 @@ def test_zones_without_a_region_are_refused_not_ignored() -> None:
 def test_every_context_problem_is_reported_together() -> None:
     errors = _problems(account="abc", region="us-east-1", availability_zones="bogus")
     assert sorted(errors) == ["account", "availability_zones"]
+
+
+def test_a_users_app_gets_one_line_naming_the_key() -> None:
+    with pytest.raises(SpecError) as raised:
+        build_app(PLATFORM, app=App(context={"account": "abc", "availability_zones": "bogus"}))
+    assert str(raised.value).startswith(
+        "account: context account 'abc' is not an AWS account id; give its 12 digits"
+    )
+    assert "; availability_zones: context availability_zones entry 'bogus'" in str(raised.value)
