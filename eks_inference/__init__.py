@@ -1,8 +1,10 @@
 """Typed AWS CDK and cdk8s building blocks for serving LLMs on EKS (Inferentia2 and L40S).
 
 The spec layer (:class:`ModelDeploymentSpec`, :class:`PlatformSpec`, :class:`NodePool`) is
-plain Python and imports nothing from CDK. The constructs and the stack load aws-cdk-lib (and
-with it a Node.js process) only when first used, so the CLI and manifest rendering stay fast.
+plain Python and imports nothing from CDK; a platform or node pool that breaks the rules
+raises :class:`SpecError`, whose text is the one line the CLI prints. The constructs and the
+stack load aws-cdk-lib (and with it a Node.js process) only when first used, so the CLI and
+manifest rendering stay fast.
 Importing the package points jsii at the Node.js 24 the package depends on
 (:mod:`eks_inference.nodejs`), so that process is never an end-of-life Node found on ``PATH``.
 """
@@ -24,6 +26,7 @@ from eks_inference.specification.engine_registry import ENGINES
 from eks_inference.specification.node_pools import NodePool, Taint
 from eks_inference.specification.platform import Placement, PlatformSpec
 from eks_inference.specification.provisioning import NodeProvisioning
+from eks_inference.specification.validation import SpecError
 from eks_inference.specification.weights import Weights
 
 if TYPE_CHECKING:
@@ -138,6 +141,7 @@ __all__ = [
     "PodIdentity",
     "PoolNodegroup",
     "Scaling",
+    "SpecError",
     "Taint",
     "Weights",
 ]

@@ -466,10 +466,42 @@ def _fixed_cases() -> Iterator[tuple[str, str | bytes | Maker]]:
         reference.replace("model_bucket_name: eks-inference-models-example\n", ""),
     )
     yield "no-node-pools", _dump({**_reference_data(), "node_pools": []})
+    yield "many-node-pools", _dump(_with_node_pools(2500))
+    # Rules sizing a degree the instance lacks, or reading a loader's options that failed.
+    yield (
+        "fsx-field-fails-on-kserve",
+        _with_deployment(
+            1,
+            engine="kserve",
+            weights={"prefix": "m/", "loader": "fsx", "fsx": {"storage_capacity_gib": 1300}},
+        ),
+    )
+    yield (
+        "kserve-degree-beyond-gpus-scaling-retyped",
+        _with_deployment(1, engine="kserve", tensor_parallel_size=3, scaling={"x": 1}),
+    )
+    yield (
+        "kv-tier-degree-beyond-gpus",
+        _with_deployment(1, tensor_parallel_size=3, kv_cache={"offload": "cpu", "cpu_gib": 8}),
+    )
     yield (
         "duplicate-deployments",
         _dump({**_reference_data(), "deployments": _reference_data()["deployments"] * 2}),
     )
+
+
+def _with_node_pools(count: int) -> dict[str, Any]:
+    """The reference platform with ``count`` more CPU pools: thousands fit every file limit."""
+    data = _reference_data()
+    pools = [{"name": f"cpu-{i}", "instance_types": ["m6i.xlarge"]} for i in range(count)]
+    return {**data, "node_pools": [*data["node_pools"], *pools]}
+
+
+def _with_deployment(index: int, **fields: object) -> str:
+    """The reference platform with fields of its ``index``-th deployment set."""
+    data = _reference_data()
+    data["deployments"][index].update(fields)
+    return _dump(data)
 
 
 def _matrix_cases() -> list[tuple[str, Callable[[], str]]]:

@@ -113,11 +113,12 @@ def _platform(instance_type: str, degree: int, model: str = "llama-3.1-70b") -> 
 
 
 def test_a_gpu_replica_across_numa_nodes_is_refused(tmp_path: Path) -> None:
-    """TP 8 on g6e.48xlarge takes the GPUs of both sockets: single-numa-node admits no such
-    pod, so the spec refuses it and names the degree that fits one node."""
+    """TP 8 on g6e.48xlarge takes the GPUs of both sockets: a pool set to single-numa-node
+    admits no such pod, so the spec refuses it and names the degree that fits one node."""
     hardware = node_hardware("g6e.48xlarge")
     assert hardware.numa_nodes == 2
     data = _platform("g6e.48xlarge", 8)
+    data["node_pools"][1]["topology_manager_policy"] = "single-numa-node"
     with pytest.raises(ValidationError) as caught:
         PlatformSpec.model_validate(data)
     errors = {".".join(map(str, e["loc"])): e["msg"] for e in caught.value.errors()}

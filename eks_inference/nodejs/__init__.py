@@ -13,6 +13,13 @@ instead, so ``pip install`` brings the runtime with the library, and:
   first: ``npx cdk synth`` runs the CDK CLI, and the app the CLI starts, on it.
 
 A ``JSII_NODE`` already set is kept: it is an explicit choice.
+
+An app that imports aws-cdk-lib before this package starts jsii's Node before any code of the
+package runs, and jsii reads ``JSII_NODE`` only then. Only a start-up hook (a ``.pth`` file in
+``site-packages``) could come first; the package installs none: setuptools ships one only
+through a custom build step that editable installs skip, and it would run in every Python
+program of the environment. Such an app runs on Node 24 through the runner above, or with
+``JSII_NODE`` set in its environment.
 """
 
 from __future__ import annotations

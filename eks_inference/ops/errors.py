@@ -12,9 +12,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from eks_inference.ops.text import quote_external
-
-# Validation errors beyond this many are counted rather than listed, to keep the line short.
-_MAX_LISTED_ERRORS = 8
+from eks_inference.specification.validation import one_line
 
 
 class OperationError(Exception):
@@ -46,17 +44,9 @@ class CommandFailed(OperationError):  # noqa: N818
 
 def summarize_validation_error(error: ValidationError) -> str:
     """pydantic's errors on one line: ``loc: message; loc: message (+N more)``."""
-    parts = []
-    for detail in error.errors(include_url=False)[:_MAX_LISTED_ERRORS]:
-        # Keys come from the file: one with a newline, an escape or 100,000 characters must
-        # not break or swamp the line.
-        loc = ".".join(quote_external(str(p)) for p in detail["loc"])
-        message = detail["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {message}" if loc else message)
-    more = error.error_count() - len(parts)
-    if more > 0:
-        parts.append(f"(+{more} more)")
-    return "; ".join(parts)
+    # Keys come from the file: one with a newline, an escape or 100,000 characters must not
+    # break or swamp the line.
+    return one_line(error, quote=quote_external)
 
 
 class Interrupted(CommandFailed):

@@ -486,5 +486,9 @@ def plan_platform(
             )
             for pool in platform.node_pools
         ),
-        warnings=(*plan_warnings(platform, spot_prices), *key_in_clear_warnings(platform.routes())),
+        warnings=(
+            *plan_warnings(platform, spot_prices),
+            *platform.topology_policy_notes(),
+            *key_in_clear_warnings(platform.routes()),
+        ),
     )

@@ -33,7 +33,7 @@ from eks_inference.specification.capabilities import ServesModelRepository
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint
 from eks_inference.specification.engines import engine_of
-from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.node_pools import NodePool, system_pool_of
 from eks_inference.specification.provisioning import NodeProvisioning
 from eks_inference.specification.routes import Route, SplitRoute, base_url_outputs
 
@@ -203,10 +203,10 @@ def _node_pools_use(
     node_pools: Sequence[NodePool], node_provisioning: NodeProvisioning
 ) -> StackUse:
     """Managed node groups for every pool, or for the system pool alone with Karpenter."""
-    managed = node_provisioning.managed_pools(node_pools)
+    system = system_pool_of(node_pools)
     resources = size = 0
     for pool in node_pools:
-        if pool not in managed:
+        if not node_provisioning.manages(pool, system):
             size += _KARPENTER_POOL_BYTES
             continue
         resources += _NODE_GROUP_RESOURCES

@@ -266,28 +266,32 @@ def _canonical(value: bool | int | float | None) -> str:
     return str(value)
 
 
-def _read_regular_file(path: Path) -> bytes:
-    """At most :data:`MAX_FILE_BYTES` + 1 bytes of ``path``, which must be a regular file.
+def read_regular_file(path: Path, limit: int = MAX_FILE_BYTES, kind: str = "a YAML file") -> bytes:
+    """At most ``limit`` + 1 bytes of ``path``, which must be a regular file: in bounded time
+    whatever the path names, for any file a program is handed (a spec file, the CDK CLI's
+    context file).
 
     ``stat`` refuses a FIFO or a device before anything opens it (opening a FIFO for reading
     waits for a writer); the file is then opened without blocking and checked again, in case
-    the path was replaced in between.
+    the path was replaced in between. Raises :class:`SpecFileError` for a path that is not a
+    regular file or holds a NUL byte (which no file name can), saying to give ``kind``;
+    ``OSError`` when the file cannot be read.
     """
+    if "\0" in str(path):
+        raise SpecFileError(path, f"the path holds a NUL byte, which no file name can; give {kind}")
     try:
         mode = path.stat().st_mode
     except OSError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
-        raise SpecFileError(path, f"not a regular file ({_file_kind(mode)}); give a YAML file")
+        raise SpecFileError(path, f"not a regular file ({_file_kind(mode)}); give {kind}")
     # A missing file or one that cannot be opened fails here with its own OSError.
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     with os.fdopen(descriptor, "rb") as stream:
         opened = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(opened):
-            raise SpecFileError(
-                path, f"not a regular file ({_file_kind(opened)}); give a YAML file"
-            )
-        return stream.read(MAX_FILE_BYTES + 1)
+            raise SpecFileError(path, f"not a regular file ({_file_kind(opened)}); give {kind}")
+        return stream.read(limit + 1)
 
 
 def _file_kind(mode: int) -> str:
@@ -304,7 +308,8 @@ def _file_kind(mode: int) -> str:
 def load(path: str | Path) -> Any:
     """The data of the YAML file at ``path``, checked against the limits of this module.
 
-    Raises :class:`SpecFileError` for a path that is not a regular file, a file over
+    Raises :class:`SpecFileError` for a path that is not a regular file (or holds a NUL
+    byte), a file over
     :data:`MAX_FILE_BYTES`, not UTF-8, not a single YAML document, of more than
     :data:`MAX_NODES` nodes, with an explicit tag or a plain scalar YAML 1.1 and 1.2 read
     differently, with a duplicate key, nested deeper than :data:`MAX_DEPTH`, expanding
@@ -312,7 +317,7 @@ def load(path: str | Path) -> Any:
     :data:`MAX_INTEGER`; ``OSError`` when the file cannot be read.
     """
     path = Path(path)
-    data = _read_regular_file(path)
+    data = read_regular_file(path)
     if len(data) > MAX_FILE_BYTES:
         raise SpecFileError(
             path, f"larger than {MAX_FILE_BYTES // 1024} KiB; a spec file is a few KB of YAML"

@@ -23,6 +23,7 @@ from eks_inference.names import (
 )
 from eks_inference.specification.aws_types import CapacityType
 from eks_inference.specification.numa import TopologyManagerPolicy
+from eks_inference.specification.validation import SpecModel
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -90,7 +91,7 @@ _AMI_TYPES: dict[Accelerator, str] = {
 }
 
 
-class NodePool(BaseModel):
+class NodePool(SpecModel):
     """A pool of nodes: which instances, how many, how they are bought, and how pods find it.
 
     A managed node group, or with ``node_provisioning: karpenter`` a Karpenter NodePool and
@@ -134,7 +135,8 @@ class NodePool(BaseModel):
     topology_manager_policy: TopologyManagerPolicy | None = Field(
         default=None,
         description="Accelerator pools: the kubelet topology manager policy of its nodes; "
-        "default: its family's (single-numa-node on g6e, restricted on inf2).",
+        "default: its family's (single-numa-node on g6e, restricted on inf2), or restricted "
+        "where the platform places a replica on it that no NUMA node holds.",
     )
     disk_size_gib: int | None = Field(
         default=None,

@@ -3,8 +3,12 @@
 Accelerator nodes run the kubelet's static CPU manager and a topology manager
 (:mod:`eks_inference.charts.node_bootstrap` writes them into every accelerator pool's bootstrap), so
 a serving pod's exclusive cores, memory and devices land on as few NUMA nodes as the pool's
-policy allows. The policy defaults per instance family (:data:`TOPOLOGY_POLICIES`); a pool may
-set another (``topology_manager_policy``). Where it admits only pods on one NUMA node, a
+policy allows. The policy defaults per instance family (:data:`TOPOLOGY_POLICIES`), and from what
+the pool hosts: a pool of a single-NUMA-node family that a platform places a replica on that
+cannot sit on one NUMA node (Llama-3.1-70B at ``tensor_parallel_size: 8`` on g6e.48xlarge)
+runs ``restricted`` instead, which admits it on the fewest nodes
+(:func:`chosen_policy`; ``eks-inference plan`` says so, with the cost). A pool may set its
+own (``topology_manager_policy``), which wins: where it admits only pods on one NUMA node, a
 deployment whose replica cannot sit on one is refused when the platform validates
 (:func:`numa_problems`), naming the degree and the pool's policy, rather than left Pending
 with a ``TopologyAffinityError``.
@@ -12,6 +16,7 @@ with a ``TopologyAffinityError``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -77,12 +82,77 @@ def family_policy(instance: InstanceType) -> TopologyPolicy | None:
         ) from None
 
 
+# The policy a platform gives a pool of a single-NUMA-node family that hosts a replica no
+# NUMA node holds: the one that admits it, aligned on the fewest nodes.
+_SPANNING_POLICY: TopologyManagerPolicy = "restricted"
+_SPANNING_REASON = (
+    "chosen for a replica it hosts that no NUMA node holds: it spans the fewest, and each "
+    "of its all-reduces crosses the inter-socket link"
+)
+
+
 def pool_policy(pool: NodePool) -> TopologyPolicy | None:
-    """The policy of ``pool``'s nodes: its own ``topology_manager_policy``, or its family's."""
+    """The policy of ``pool``'s nodes: its ``topology_manager_policy`` (set on the pool, or
+    chosen by its platform, :func:`chosen_policy`), or its family's."""
     default = family_policy(pool.instance)
     if default is None or pool.topology_manager_policy in (None, default.policy):
         return default
-    return TopologyPolicy(pool.topology_manager_policy, default.scope, "set on the pool")
+    explicit = "topology_manager_policy" in pool.model_fields_set
+    reason = "set on the pool" if explicit else _SPANNING_REASON
+    return TopologyPolicy(pool.topology_manager_policy, default.scope, reason)
+
+
+def spanning_replicas(
+    pool: NodePool, deployments: Sequence[ModelDeploymentSpec]
+) -> list[tuple[ModelDeploymentSpec, str]]:
+    """The deployments on ``pool`` whose replica no NUMA node of it holds, with how it spans
+    them (:func:`numa_span`)."""
+    found = []
+    for deployment in deployments:
+        if deployment.instance_type in pool.instance_types:
+            span = numa_span(deployment.instance, deployment.tensor_parallel_size)
+            if span is not None:
+                found.append((deployment, span))
+    return found
+
+
+def chosen_policy(
+    pool: NodePool, deployments: Sequence[ModelDeploymentSpec]
+) -> TopologyManagerPolicy | None:
+    """The policy a platform gives ``pool``, which sets none, for the ``deployments`` it
+    places on it; ``None``: its family's.
+
+    A family's ``single-numa-node`` stays where every replica the pool hosts fits one NUMA
+    node, which is the best alignment there is; where one cannot, it would refuse that
+    replica's pods, so the pool runs ``restricted``, which admits it on the fewest nodes and
+    still aligns every replica that fits one. A policy set on the pool is kept (and checked,
+    :func:`numa_problems`).
+    """
+    if pool.topology_manager_policy is not None:
+        return None
+    default = family_policy(pool.instance)
+    if default is None or default.policy != "single-numa-node":
+        return None
+    return _SPANNING_POLICY if spanning_replicas(pool, deployments) else None
+
+
+def chosen_policy_note(pool: NodePool, deployments: Sequence[ModelDeploymentSpec]) -> str | None:
+    """What ``plan`` says of a policy the platform chose for ``pool``, and what it costs;
+    ``None`` for a pool on its family's policy or its own."""
+    if "topology_manager_policy" in pool.model_fields_set:
+        return None
+    policy, default = pool_policy(pool), family_policy(pool.instance)
+    if policy is None or default is None or policy.policy == default.policy:
+        return None
+    spanning = spanning_replicas(pool, deployments)
+    names = ", ".join(repr(d.name) for d, _ in spanning)
+    span = spanning[0][1] if spanning else "a replica spans its NUMA nodes"
+    return (
+        f"pool {pool.name!r} runs topology_manager_policy: {policy.policy}, not its family's "
+        f"{default.policy}, for deployments {names}: {span}, which {default.policy} would "
+        f"refuse; the cost: {default.reason}; set topology_manager_policy on the pool to "
+        "choose, or use a tensor_parallel_size that fits one NUMA node"
+    )
 
 
 def replica_devices(instance: InstanceType, tensor_parallel_size: int) -> int:
@@ -117,9 +187,10 @@ def numa_problems(
     pool_index: int,
     problems: Problems,
 ) -> None:
-    """A replica of ``deployment`` sits on one NUMA node where ``pool``'s policy demands it."""
+    """A replica of ``deployment`` sits on one NUMA node where ``pool``'s own policy demands
+    it (a policy the pool does not set is chosen to admit it, :func:`chosen_policy`)."""
     policy = pool_policy(pool)
-    if policy is None or policy.policy != "single-numa-node":
+    if policy is None or pool.topology_manager_policy != "single-numa-node":
         return
     instance = deployment.instance
     span = numa_span(instance, deployment.tensor_parallel_size)

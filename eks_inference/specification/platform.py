@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -34,7 +34,7 @@ from eks_inference.specification.node_pools import (
     managed_node_group_problems,
     system_pool_of,
 )
-from eks_inference.specification.numa import numa_problems
+from eks_inference.specification.numa import chosen_policy, chosen_policy_note, numa_problems
 from eks_inference.specification.provisioning import NodeProvisioning
 from eks_inference.specification.routes import (
     Route,
@@ -43,7 +43,14 @@ from eks_inference.specification.routes import (
     resolve_routes,
     resolve_splits,
 )
-from eks_inference.specification.validation import Problems, Rule, rule_error, validate_with_rules
+from eks_inference.specification.validation import (
+    Problems,
+    Rule,
+    SpecError,
+    SpecModel,
+    rule_error,
+    validate_with_rules,
+)
 from eks_inference.specification.weights_rules import lustre_zone_problems
 
 
@@ -55,7 +62,7 @@ class Placement:
     head: NodePool
 
 
-class PlatformSpec(BaseModel):
+class PlatformSpec(SpecModel):
     """Everything the reference app (or yours) deploys, loadable from YAML.
 
     ``model_bucket_name`` is explicit rather than generated so that the manifests written to
@@ -102,11 +109,14 @@ class PlatformSpec(BaseModel):
         """Load a platform file, read within the bounds of :mod:`eks_inference.specification.files`.
 
         Raises :class:`~eks_inference.specification.files.SpecFileError` for a file that is not
-        bounded,
-        duplicate-free YAML, ``ValidationError`` for a spec that breaks a rule, ``OSError``
-        when the file cannot be read.
+        bounded, duplicate-free YAML, :class:`~eks_inference.specification.validation.SpecError`
+        (a ``ValidationError``) for a spec that breaks a rule, ``OSError`` when the file cannot
+        be read.
         """
-        return cls.model_validate(spec_file.load(path))
+        try:
+            return cls.model_validate(spec_file.load(path))
+        except ValidationError as error:
+            raise SpecError.of(error) from None
 
     @property
     def system_pool(self) -> NodePool:
@@ -115,10 +125,22 @@ class PlatformSpec(BaseModel):
 
     def with_node_provisioning(self, node_provisioning: NodeProvisioning) -> PlatformSpec:
         """This platform with its nodes provisioned by ``node_provisioning``, validated again
-        (the rules of each mode differ)."""
+        (the rules of each mode differ); :class:`~eks_inference.specification.validation.SpecError`
+        when it breaks them."""
         data = self.model_dump(mode="json", exclude_unset=True)
         data["node_provisioning"] = node_provisioning
-        return type(self).model_validate(data)
+        return type(self)(**data)
+
+    def topology_policy_notes(self) -> tuple[str, ...]:
+        """What ``plan`` says of each pool's topology manager policy the platform chose for
+        the replicas it hosts, and what it costs
+        (:func:`~eks_inference.specification.numa.chosen_policy`); none for pools on their
+        family's policy or their own."""
+        notes = (
+            chosen_policy_note(pool, hosted)
+            for pool, hosted in zip(self.node_pools, _hosted(self), strict=True)
+        )
+        return tuple(note for note in notes if note is not None)
 
     def pool_for(self, deployment: ModelDeploymentSpec) -> NodePool:
         return next(p for p in self.node_pools if deployment.instance_type in p.instance_types)
@@ -208,31 +230,82 @@ class PlatformSpec(BaseModel):
     def _check_platform(
         cls, data: Any, handler: ModelWrapValidatorHandler[PlatformSpec]
     ) -> PlatformSpec:
-        return validate_with_rules(cls, data, handler, _RULES)
+        platform = validate_with_rules(cls, data, handler, _RULES)
+        _choose_topology_policies(platform)
+        return platform
+
+
+def _choose_topology_policies(platform: PlatformSpec) -> None:
+    """Give each pool that sets no topology manager policy the one its deployments need
+    (:func:`~eks_inference.specification.numa.chosen_policy`), so that every reader of
+    ``node_pools`` (node groups, Karpenter's node classes, the plan) sees the policy its
+    nodes run.
+
+    Done once the platform has validated, before anyone holds it, on the model's own field:
+    the chosen value is a default, so it is left out of ``model_fields_set`` and a platform
+    dumped without defaults and read again chooses it afresh.
+    """
+    pools = list(platform.node_pools)
+    changed = False
+    for j, hosted in enumerate(_hosted(platform)):
+        policy = chosen_policy(pools[j], hosted)
+        if policy is not None:
+            pool = pools[j]
+            values = {**pool.__dict__, "topology_manager_policy": policy}
+            pools[j] = type(pool).model_construct(_fields_set=pool.model_fields_set, **values)
+            changed = True
+    if changed:
+        platform.__dict__["node_pools"] = tuple(pools)
+
+
+def _offering(platform: PlatformSpec) -> list[list[int]]:
+    """For each deployment, the indexes of the pools offering its instance type.
+
+    Found through one index of the pools' instance types, so that the rules placing
+    deployments on pools take time in proportion to the pools plus the deployments, not
+    their product.
+    """
+    by_type: dict[str, list[int]] = {}
+    for j, pool in enumerate(platform.node_pools):
+        for instance_type in dict.fromkeys(pool.instance_types):
+            by_type.setdefault(instance_type, []).append(j)
+    return [by_type.get(d.instance_type, []) for d in platform.deployments]
+
+
+def _hosted(platform: PlatformSpec) -> list[list[ModelDeploymentSpec]]:
+    """For each pool, the deployments whose instance type it offers, in deployment order."""
+    hosted: list[list[ModelDeploymentSpec]] = [[] for _ in platform.node_pools]
+    for deployment, pools in zip(platform.deployments, _offering(platform), strict=True):
+        for j in pools:
+            hosted[j].append(deployment)
+    return hosted
 
 
 def _check_placement(platform: PlatformSpec, problems: Problems) -> None:
     """One pool offers each deployment's instance type, and holds them all during rollouts."""
-    nodes_per_pool: dict[str, int] = {}
-    for i, deployment in enumerate(platform.deployments):
-        pools = [p for p in platform.node_pools if deployment.instance_type in p.instance_types]
+    nodes_per_pool = [0] * len(platform.node_pools)
+    offered: str | None = None
+    for i, (deployment, pools) in enumerate(
+        zip(platform.deployments, _offering(platform), strict=True)
+    ):
         if len(pools) != 1:
-            offered = sorted({t for p in platform.node_pools for t in p.instance_types})
+            if offered is None:
+                types = {t for pool in platform.node_pools for t in pool.instance_types}
+                offered = ", ".join(sorted(types))
             problems.add(
                 ("deployments", i, "instance_type"),
                 f"{len(pools)} node pools offer {deployment.instance_type}; exactly one "
-                f"must (pools offer {', '.join(offered)}): add a pool for it or choose "
+                f"must (pools offer {offered}): add a pool for it or choose "
                 "an offered type",
                 deployment.instance_type,
             )
             continue
-        nodes_per_pool[pools[0].name] = (
-            nodes_per_pool.get(pools[0].name, 0) + deployment.nodes_during_rollout
-        )
+        nodes_per_pool[pools[0]] += deployment.nodes_during_rollout
+    hosted = _hosted(platform)
     for j, pool in enumerate(platform.node_pools):
-        needed = nodes_per_pool.get(pool.name, 0)
+        needed = nodes_per_pool[j]
         if needed > pool.max_size:
-            users = [d.name for d in platform.deployments if d.instance_type in pool.instance_types]
+            users = [d.name for d in hosted[j]]
             problems.add(
                 ("node_pools", j, "max_size"),
                 f"deployments {users} need up to {needed} {pool.instance.name} nodes at "
@@ -245,54 +318,48 @@ def _check_placement(platform: PlatformSpec, problems: Problems) -> None:
 
 
 def _check_compile_disks(platform: PlatformSpec, problems: Problems) -> None:
-    for i, deployment in enumerate(platform.deployments):
-        _check_compile_disk(problems, i, deployment, platform.node_pools)
-
-
-def _check_compile_disk(
-    problems: Problems, index: int, deployment: ModelDeploymentSpec, pools: tuple[NodePool, ...]
-) -> None:
     """A Neuron compile job must fit on the root volume beside the images it runs."""
-    if not deployment.on_neuron or deployment.neuron_options.compiled_artifacts_prefix is None:
-        return
-    for j, pool in enumerate(pools):
-        if deployment.instance_type not in pool.instance_types:
+    for i, (deployment, pools) in enumerate(
+        zip(platform.deployments, _offering(platform), strict=True)
+    ):
+        if not deployment.on_neuron or deployment.neuron_options.compiled_artifacts_prefix is None:
             continue
-        needed = sizing.compile_disk_gib(deployment.model.architecture)
-        disk = needed + sizing.NODE_IMAGE_AND_SYSTEM_GIB
-        if pool.root_volume_gib < disk:
-            problems.add(
-                ("node_pools", j, "disk_size_gib"),
-                f"the compile job of {deployment.name!r} (deployments.{index}) needs {needed} "
-                f"GiB of local disk beside the images, but pool {pool.name!r} has "
-                f"{pool.root_volume_gib} GiB root volumes; set disk_size_gib >= {disk}",
-                pool.disk_size_gib,
-            )
+        for j in pools:
+            pool = platform.node_pools[j]
+            needed = sizing.compile_disk_gib(deployment.model.architecture)
+            disk = needed + sizing.NODE_IMAGE_AND_SYSTEM_GIB
+            if pool.root_volume_gib < disk:
+                problems.add(
+                    ("node_pools", j, "disk_size_gib"),
+                    f"the compile job of {deployment.name!r} (deployments.{i}) needs {needed} "
+                    f"GiB of local disk beside the images, but pool {pool.name!r} has "
+                    f"{pool.root_volume_gib} GiB root volumes; set disk_size_gib >= {disk}",
+                    pool.disk_size_gib,
+                )
 
 
 def _check_lustre_zones(platform: PlatformSpec, problems: Problems) -> None:
     """Deployments reading FSx for Lustre run in the one zone of their file system."""
-    for deployment in platform.deployments:
-        for j, pool in enumerate(platform.node_pools):
-            if deployment.instance_type in pool.instance_types:
-                lustre_zone_problems(deployment, pool, j, problems)
+    for deployment, pools in zip(platform.deployments, _offering(platform), strict=True):
+        for j in pools:
+            lustre_zone_problems(deployment, platform.node_pools[j], j, problems)
 
 
 def _check_numa(platform: PlatformSpec, problems: Problems) -> None:
     """Replicas sit on one NUMA node where their pool's topology policy demands it."""
-    for i, deployment in enumerate(platform.deployments):
-        for j, pool in enumerate(platform.node_pools):
-            if deployment.instance_type in pool.instance_types:
-                numa_problems(deployment, i, pool, j, problems)
+    for i, (deployment, pools) in enumerate(
+        zip(platform.deployments, _offering(platform), strict=True)
+    ):
+        for j in pools:
+            numa_problems(deployment, i, platform.node_pools[j], j, problems)
 
 
 def _check_node_provisioning(platform: PlatformSpec, problems: Problems) -> None:
     """Managed node groups take what they can; Karpenter needs a running system node."""
     provisioning = platform.node_provisioning
-    managed = provisioning.managed_pools(platform.node_pools)
     system = platform.system_pool
     for j, pool in enumerate(platform.node_pools):
-        if pool not in managed:
+        if not provisioning.manages(pool, system):
             continue
         for field, message in managed_node_group_problems(pool).items():
             problems.add(("node_pools", j, field), message, getattr(pool, field))

@@ -36,6 +36,12 @@ class NodeProvisioning(StrEnum):
         fight it over the system node group."""
         return self is NodeProvisioning.MANAGED
 
+    def manages(self, pool: NodePool, system: NodePool) -> bool:
+        """Whether ``pool`` is a managed node group, given the platform's ``system`` pool
+        (:func:`~eks_inference.specification.node_pools.system_pool_of`): asked of each pool
+        in turn, without searching the pools for it."""
+        return not self.uses_karpenter or pool is system
+
     def managed_pools(self, pools: Sequence[NodePool]) -> tuple[NodePool, ...]:
         """The pools of ``pools`` that are managed node groups: all of them, or the system
         pool alone with Karpenter."""

@@ -4,7 +4,10 @@ Rules come in two kinds. A rule about one field is part of that field's type (an
 ``Annotated`` validator), so pydantic reports it beside every other field error. A rule that
 reads several fields is a :class:`Rule` of the model, run by :func:`validate_with_rules` from a
 wrap model validator: when some fields fail, the rules that read only fields that validated
-still run, so one validation lists every problem of a spec.
+still run, so one validation lists every problem of a spec. A rule never fails on what the
+user got wrong: one that raises on a spec with a field that failed, or after an earlier rule
+refused a value it reads (a degree the instance's topology lacks, then sized), adds nothing
+more, since what it would say depends on a value to fix first.
 
 Errors are also made readable here, once for every model: an unknown field names the field it
 most resembles ("did you mean tensor_parallel_size?") and the errors that only follow from the
@@ -62,7 +65,86 @@ _QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
 # A list as repr() writes it, with no list inside.
 _LISTED = re.compile(r"\[([^\[\]]*)\]")
 
+# Errors beyond this many are counted in a one-line summary rather than listed.
+MAX_LISTED_ERRORS = 8
+# A key quoted in a one-line summary is cut to this many characters: the keys come from a file.
+_MAX_QUOTED_KEY = 200
+
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _printable_key(key: str) -> str:
+    """A key from a file made fit for one line: whitespace runs as one space, other
+    characters ``repr()`` escapes shown escaped, cut to :data:`_MAX_QUOTED_KEY`."""
+    line = " ".join(key.split())
+    if not line.isprintable():
+        line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in line)
+    return line if len(line) <= _MAX_QUOTED_KEY else f"{line[: _MAX_QUOTED_KEY - 3]}..."
+
+
+def one_line(error: ValidationError, quote: Callable[[str], str] = _printable_key) -> str:
+    """pydantic's errors on one line, each field path first: ``loc: message; loc: message
+    (+N more)``. ``quote`` makes each key of a path fit to print (the CLI's also redacts)."""
+    parts = []
+    for detail in error.errors(include_url=False)[:MAX_LISTED_ERRORS]:
+        loc = ".".join(quote(str(p)) for p in detail["loc"])
+        message = detail["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {message}" if loc else message)
+    more = error.error_count() - len(parts)
+    if more > 0:
+        parts.append(f"(+{more} more)")
+    return "; ".join(parts)
+
+
+class SpecError(ValidationError):
+    """A spec that breaks the rules, as its constructor raises it: ``str()`` is one line, each
+    problem's field path first (``deployments.0.tensor_parallel_size: ...``), the line
+    ``eks-inference plan`` prints. A pydantic ``ValidationError`` (and so a ``ValueError``)
+    with every error still in ``errors()``.
+    """
+
+    def __str__(self) -> str:
+        return one_line(self)
+
+    @classmethod
+    def of(cls, error: ValidationError) -> SpecError:
+        """``error`` as a :class:`SpecError`, its errors' types, paths, messages and inputs
+        kept."""
+        return cls.from_exception_data(
+            error.title,
+            [
+                InitErrorDetails(
+                    type=PydanticCustomError(
+                        detail["type"], "{message}", {"message": detail["msg"]}
+                    ),
+                    loc=detail["loc"],
+                    input=detail["input"],
+                )
+                for detail in error.errors(include_url=False)
+            ],
+        )
+
+
+class SpecModel(BaseModel):
+    """A spec users build themselves: constructing one that breaks the rules raises
+    :class:`SpecError`, whose text is the one line the CLI and the reference app print,
+    instead of pydantic's multi-line report. (``model_validate`` is pydantic's own, and
+    raises its ``ValidationError``.)
+
+    Only the outermost model raises it: nested in another spec, a model's errors are part of
+    its parent's, located under the parent's field.
+    """
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise SpecError.of(error) from None
+
+    # Marks the constructor as pydantic's own (as pydantic's RootModel does), so that
+    # validating a spec nested in another builds it without calling it: only the outermost
+    # spec raises SpecError.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
 
 def shorten(message: str) -> str:
@@ -140,9 +222,20 @@ class Problems:
     def __len__(self) -> int:
         return len(self._errors)
 
-    def raise_if_any(self) -> None:
+    def refused(self, start: int = 0) -> list[tuple[str, ...]]:
+        """The fields whose values the problems from the ``start``-th on refuse: those added
+        with the value (a problem that sums up a whole, such as a quota, names none)."""
+        return [
+            tuple(map(str, error["loc"]))
+            for error in self._errors[start:]
+            if error["loc"] and error["input"] is not None
+        ]
+
+    def raise_if_any(self, error: type[ValidationError] = ValidationError) -> None:
+        """Raise the problems together, as ``error`` (a :class:`SpecError` where a user's own
+        call is refused), when there are any."""
         if self._errors:
-            raise ValidationError.from_exception_data(self._title, self._errors)
+            raise error.from_exception_data(self._title, self._errors)
 
 
 @dataclass(frozen=True)
@@ -204,6 +297,13 @@ def validate_with_rules(
     fields that did validate are validated again on their own (inside nested models too), and
     the rules that read only those run on a partial model, so their problems are reported
     together with the field errors.
+
+    Rules run in order. One that raises stops there, adding nothing more, when the spec has a
+    field that failed (a rule reading a field the partial model leaves out, whatever its
+    ``reads`` say, or a value that only a skipped rule would have refused) or when an earlier
+    rule refused a value it reads (a problem added with the value, :meth:`Problems.refused`):
+    it sized or compared a value already known to be wrong. On a spec whose fields and earlier
+    rules all passed, an exception is a bug of the rule, and raised.
     """
     problems = Problems(cls.__name__)
     if isinstance(data, Mapping):
@@ -222,9 +322,19 @@ def validate_with_rules(
         model, valid = _partial_model(cls, data, failed)
     else:
         valid = set(cls.model_fields)
+    partial = len(problems) > 0
+    refused: list[tuple[str, ...]] = []
     for rule in rules(model) if callable(rules) else rules:
-        if all(_validated(path, valid) for path in rule.reads):
+        if not all(_validated(path, valid) for path in rule.reads):
+            continue
+        start = len(problems)
+        try:
             rule.check(model, problems)
+        except Exception:
+            # What the rule would say follows from a value the user must fix first.
+            if not partial and not any(_within(p, loc) for p in rule.reads for loc in refused):
+                raise
+        refused += problems.refused(start)
     problems.raise_if_any()
     return model
 
@@ -242,6 +352,14 @@ def validate_explained(cls: type[ModelT], data: Any) -> ModelT:
         problems.add_details(details)
         problems.raise_if_any()
         raise
+
+
+def _within(path: str, loc: tuple[str, ...]) -> bool:
+    """Whether the field ``path`` (``limits.max_model_len``) is the field at ``loc`` or lies
+    within it (a rule reading all of ``deployments`` still runs when one deployment's name
+    was refused)."""
+    parts = tuple(path.split("."))
+    return parts[: len(loc)] == loc
 
 
 def _field_names(cls: type[BaseModel]) -> list[str]:
@@ -359,8 +477,8 @@ def _partial_model(
     ``failed`` are the locations of the errors. Each other field is validated on its own; a
     nested model with errors in some of its fields is built the same way, so that its valid
     fields can still be read. A field that failed is left out rather than set to its default,
-    so that a rule reading it by mistake fails loudly in the tests instead of checking a value
-    the user never gave.
+    so that a rule reading it stops (:func:`validate_with_rules` drops the rest of it) instead
+    of checking a value the user never gave.
     """
     errors_of: dict[str, list[tuple[int | str, ...]]] = {}
     for loc in failed:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 from aws_cdk import App, CloudFormationValidatePlugin, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from eks_inference.specification.aws_types import iam_role_arn_problem, public_access_cidr_problem
+from eks_inference.specification.aws_types import (
+    ACCOUNT_ID_PATTERN,
+    ZONE_PATTERN,
+    iam_role_arn_problem,
+    public_access_cidr_problem,
+)
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.provisioning import NodeProvisioning
-from eks_inference.specification.validation import Problems
+from eks_inference.specification.validation import Problems, SpecError
 from eks_inference.stacks.inference_stack import InferenceStack
 
 STACK_NAME = "InferenceStack"
@@ -20,11 +27,12 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
 
     Optional context (``cdk synth -c key=value``):
 
-    * ``account``, ``region``: deploy to a fixed environment. The region must be
+    * ``account`` (12 digits), ``region``: deploy to a fixed environment. The region must be
       ``platform.region`` (pods are configured with it). The VPC then uses the zones in
-      ``availability_zones`` (comma-separated), by default ``<region>a,b,c``; check that they
-      offer your accelerator instance types. Without a region the stack is
-      environment-agnostic and CloudFormation picks the zones.
+      ``availability_zones`` (comma-separated zones of that region), by default
+      ``<region>a,b,c``; check that they offer your accelerator instance types. Without a
+      region the stack is environment-agnostic and CloudFormation picks the zones (so
+      ``availability_zones`` alone is refused rather than ignored).
     * ``admin_role_arn``: IAM role given cluster-admin; the ARN of one role
       (``arn:aws:iam::123456789012:role/NAME``), never a pattern.
     * ``public_access_cidrs`` (comma-separated): open a public API endpoint to these
@@ -36,8 +44,9 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
       (see below).
 
     Context values are checked before anything is built; all their problems are raised
-    together as the :class:`pydantic.ValidationError` a platform file's problems are, each
-    located at its context key.
+    together as the :class:`~eks_inference.specification.validation.SpecError` (a
+    ``ValidationError`` whose text is one line) a platform's problems are, each located at its
+    context key.
 
     cdk-nag runs as a validation plugin: any finding not acknowledged, with a reason, on the
     construct it concerns fails the synth.
@@ -66,17 +75,27 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
 
     problems = Problems("context")
     account, region = context("account"), context("region")
+    if account is not None and not re.fullmatch(ACCOUNT_ID_PATTERN, account):
+        problems.add(
+            ("account",),
+            f"context account {account!r} is not an AWS account id; give its 12 digits, e.g. "
+            "123456789012 (aws sts get-caller-identity prints it)",
+        )
     if region is not None and region != platform.region:
         problems.add(
             ("region",),
             f"context region {region!r} differs from the platform's region {platform.region!r}; "
             "change `region` in the platform file instead",
         )
+    given_zones = context_list("availability_zones")
+    for zone in given_zones or ():
+        problem = _zone_problem(zone, region or platform.region, region is not None)
+        if problem is not None:
+            problems.add(("availability_zones",), problem)
+            break
     zones = None
     if region is not None:
-        zones = context_list("availability_zones") or [
-            f"{region}{suffix}" for suffix in _DEFAULT_ZONE_SUFFIXES
-        ]
+        zones = given_zones or [f"{region}{suffix}" for suffix in _DEFAULT_ZONE_SUFFIXES]
     env = Environment(account=account, region=region) if account or region else None
     provisioning = context("node_provisioning")
     modes = [mode.value for mode in NodeProvisioning]
@@ -95,7 +114,7 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         problem = public_access_cidr_problem(cidr, name="context public_access_cidrs entry")
         if problem is not None:
             problems.add(("public_access_cidrs",), problem)
-    problems.raise_if_any()
+    problems.raise_if_any(SpecError)
     if provisioning is not None:
         platform = platform.with_node_provisioning(NodeProvisioning(provisioning))
     stack = InferenceStack(
@@ -112,6 +131,28 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         # A registered instance replaces the built-in one, so templates are validated once.
         Validations.of(app).add_plugins(CloudFormationValidatePlugin())
     return app, stack
+
+
+def _zone_problem(zone: str, region: str, fixed: bool) -> str | None:
+    """What keeps ``zone`` from being one of ``region``'s Availability Zones for the VPC, or
+    ``None``; ``fixed``: the app deploys to a fixed environment, the only one that uses it."""
+    example = f"e.g. {region}a,{region}b,{region}c"
+    if not re.fullmatch(ZONE_PATTERN, zone):
+        return (
+            f"context availability_zones entry {zone!r} is not an Availability Zone name; give "
+            f"zones of {region} separated by commas, {example}"
+        )
+    if zone[:-1] != region:
+        return (
+            f"context availability_zones entry {zone!r} is a zone of {zone[:-1]}, not of the "
+            f"platform's region {region}; give its zones, {example}"
+        )
+    if not fixed:
+        return (
+            "context availability_zones applies to a fixed environment only (without one, "
+            f"CloudFormation picks the zones); add -c region={region}, or remove it"
+        )
+    return None
 
 
 def register_nag(app: App) -> None:

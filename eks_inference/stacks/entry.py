@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from eks_inference.cli.inputs import load_platform
 from eks_inference.ops.errors import BadInput, summarize_validation_error
 from eks_inference.ops.text import printable
+from eks_inference.specification import files as spec_file
 from eks_inference.specification.platform import PlatformSpec
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ PLATFORM_CONTEXT = "platform"
 # the same two, as the CLI's cx-api constants CONTEXT_ENV and CONTEXT_OVERFLOW_LOCATION_ENV).
 CONTEXT_ENV = "CDK_CONTEXT_JSON"
 CONTEXT_OVERFLOW_ENV = "CONTEXT_OVERFLOW_LOCATION_ENV"
+# The context file the CLI writes holds cdk.json's context, the -c values and cached lookups:
+# kilobytes. Far more is another file, read no further.
+MAX_CONTEXT_BYTES = 16 * 2**20
 
 
 def main(default_platform: Path) -> None:
@@ -74,7 +78,7 @@ def _context() -> dict[str, Any]:
         if os.environ.get(CONTEXT_ENV):
             texts.append(os.environ[CONTEXT_ENV])
         if os.environ.get(CONTEXT_OVERFLOW_ENV):
-            texts.append(Path(os.environ[CONTEXT_OVERFLOW_ENV]).read_text())
+            texts.append(_context_file(Path(os.environ[CONTEXT_OVERFLOW_ENV])))
         for text in texts:
             loaded = json.loads(text)
             if not isinstance(loaded, dict):
@@ -83,6 +87,19 @@ def _context() -> dict[str, Any]:
     except (OSError, ValueError) as error:
         raise BadInput(f"the CDK context could not be read: {error}") from None
     return context
+
+
+def _context_file(path: Path) -> str:
+    """The context file the CDK CLI names, read as a spec file is: a FIFO or a device is
+    refused at once instead of blocking the app, and reading stops past
+    :data:`MAX_CONTEXT_BYTES`."""
+    data = spec_file.read_regular_file(path, MAX_CONTEXT_BYTES, "a JSON file")
+    if len(data) > MAX_CONTEXT_BYTES:
+        raise ValueError(
+            f"{path} is larger than {MAX_CONTEXT_BYTES // 2**20} MiB; the CLI's context is a "
+            "few KB of JSON"
+        )
+    return data.decode("utf-8")
 
 
 def build(app: App, path: Path, platform: PlatformSpec | None = None) -> None:

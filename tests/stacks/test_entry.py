@@ -184,7 +184,7 @@ def test_cdk_synth_shows_the_one_line_and_fails(tmp_path: Path) -> None:
     assert completed.returncode == 1
     assert completed.stderr.splitlines() == [
         _plan_line(platform),
-        "python app.py: Subprocess exited with error 2",
+        "python3 app.py: Subprocess exited with error 2",
     ]
     assert completed.stdout == ""
 

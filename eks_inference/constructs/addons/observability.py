@@ -22,7 +22,7 @@ from aws_cdk import aws_iam as iam
 from eks_inference import names, versions
 from eks_inference.catalog import Accelerator
 from eks_inference.charts.autoscaling import SCALEDOBJECT_CRD
-from eks_inference.charts.common import PART_OF, api_object, metadata
+from eks_inference.charts.metadata import PART_OF, api_object, metadata
 from eks_inference.charts.monitoring import (
     PODMONITOR_CRD,
     PROMETHEUSRULE_CRD,
