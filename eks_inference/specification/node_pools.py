@@ -22,11 +22,12 @@ from eks_inference.names import (
     NVIDIA_GPU_RESOURCE,
 )
 from eks_inference.specification.aws_types import CapacityType
-from eks_inference.specification.numa import TopologyManagerPolicy
 from eks_inference.specification.validation import SpecModel
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+TopologyManagerPolicy = Literal["single-numa-node", "restricted", "best-effort"]
+"""The kubelet topology manager policies a pool may run (``none`` would undo alignment)."""
 _ACCELERATOR_DISK_GIB = 200
 # EKS allows 450 nodes per managed node group by default (a quota that can be raised); beyond
 # a thousand a size is a typo, not a plan.

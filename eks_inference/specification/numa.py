@@ -26,10 +26,8 @@ from eks_inference.specification.validation import Problems
 
 if TYPE_CHECKING:
     from eks_inference.specification.deployment import ModelDeploymentSpec
-    from eks_inference.specification.node_pools import NodePool
+    from eks_inference.specification.node_pools import NodePool, TopologyManagerPolicy
 
-TopologyManagerPolicy = Literal["single-numa-node", "restricted", "best-effort"]
-"""The kubelet topology manager policies a pool may run (``none`` would undo alignment)."""
 
 
 @dataclass(frozen=True)
