@@ -35,7 +35,7 @@ from eks_inference.charts.artifacts_gate import (
 )
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds, ServiceAccountNeed
-from eks_inference.charts.metadata import api_object, metadata, object_labels
+from eks_inference.charts.metadata import api_object, metadata, object_labels, service_account
 from eks_inference.charts.model_server import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
@@ -220,12 +220,7 @@ def compile_job_chart(
     account = names.compile_service_account_name(spec.name)
     job_name = compile_job_name(spec)
     pod_spec = _pod(spec, placement, context, account, weights, artifacts)
-    service_account = api_object(
-        "v1",
-        "ServiceAccount",
-        metadata(account, labels),
-        {"automountServiceAccountToken": False},
-    )
+    account_object = service_account(account, labels)
     job = api_object(
         "batch/v1",
         "Job",
@@ -262,7 +257,7 @@ def compile_job_chart(
     return deployment_chart(
         spec,
         COMPILE_JOB_ROLE,
-        [service_account, job],
+        [account_object, job],
         PlatformNeeds(
             namespaces=(INFERENCE_NAMESPACE,),
             service_accounts=(

@@ -75,6 +75,18 @@ def api_object(
     return {"apiVersion": api_version, "kind": kind, "metadata": _sorted_keys(meta), **fields}
 
 
+def service_account(name: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    """The ServiceAccount ``name`` of a deployment's pods, which never mounts its token.
+
+    No pod of the platform calls the Kubernetes API with its account; AWS access comes from
+    Pod Identity, which projects a token of its own. A pod that needs the API (the Ray head,
+    for its autoscaler) asks for the token in its own spec.
+    """
+    return api_object(
+        "v1", "ServiceAccount", metadata(name, labels), {"automountServiceAccountToken": False}
+    )
+
+
 # Values that are returned as they are; checked by exact type first because the abstract
 # class check below costs more than the copy, and nearly every value is one of these.
 _LEAVES = frozenset({str, int, bool, float, type(None)})

@@ -24,7 +24,13 @@ from eks_inference.charts import pod, shipped
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
+from eks_inference.charts.metadata import (
+    api_object,
+    metadata,
+    object_labels,
+    selector_labels,
+    service_account,
+)
 from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.network_rules import peer, policy, ports, rule
 from eks_inference.charts.pod import Json
@@ -305,12 +311,7 @@ class KServeEngine(ServingEngine):
             },
         )
         objects = (
-            api_object(
-                "v1",
-                "ServiceAccount",
-                metadata(account, labels),
-                {"automountServiceAccountToken": False},
-            ),
+            service_account(account, labels),
             *((code.config_map,) if code is not None else ()),
             service,
         )

@@ -22,7 +22,7 @@ from eks_inference.charts import pod, shipped
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.metadata import api_object, metadata, object_labels
+from eks_inference.charts.metadata import api_object, metadata, object_labels, service_account
 from eks_inference.charts.model_server import keep_alive_seconds
 from eks_inference.charts.network_rules import components, peer, policy, ports, rule
 from eks_inference.charts.pod import RAY_GID, RAY_UID, Json
@@ -122,14 +122,7 @@ def _server(
         )
     labels = object_labels(spec, COMPONENT)
     account = names.service_account_name(spec.name)
-    objects = [
-        api_object(
-            "v1",
-            "ServiceAccount",
-            metadata(account, labels),
-            {"automountServiceAccountToken": False},
-        )
-    ]
+    objects = [service_account(account, labels)]
     app = ServeAppFiles()
     api_key = requires_api_key(route)
     if spec.on_neuron or api_key:

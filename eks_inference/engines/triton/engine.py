@@ -22,7 +22,13 @@ from eks_inference.charts import pod, shipped, vllm_server
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
+from eks_inference.charts.metadata import (
+    api_object,
+    metadata,
+    object_labels,
+    selector_labels,
+    service_account,
+)
 from eks_inference.charts.model_server import (
     MODEL_MOUNT_PATH,
     OPENAI_PORT,
@@ -188,9 +194,7 @@ def _server(
         },
     )
     service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
-    account_object = api_object(
-        "v1", "ServiceAccount", metadata(account, labels), {"automountServiceAccountToken": False}
-    )
+    account_object = service_account(account, labels)
     volume_objects = volume.objects(object_labels(spec, REPOSITORY_FILES_ROLE)) if volume else []
     return ChartObjects(
         (

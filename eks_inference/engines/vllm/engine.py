@@ -20,7 +20,13 @@ from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.artifacts_gate import gates_on_compiled_artifacts
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
+from eks_inference.charts.metadata import (
+    api_object,
+    metadata,
+    object_labels,
+    selector_labels,
+    service_account,
+)
 from eks_inference.charts.model_server import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
@@ -89,12 +95,7 @@ def _server(
     loader.check_volume(spec, given=weights is not None)
     labels = object_labels(spec, COMPONENT)
     account = names.service_account_name(spec.name)
-    service_account = api_object(
-        "v1",
-        "ServiceAccount",
-        metadata(account, labels),
-        {"automountServiceAccountToken": False},
-    )
+    account_object = service_account(account, labels)
     selector = selector_labels(spec, COMPONENT)
     # With autoscaling the replica count belongs to the autoscaler: a count in the
     # manifest would reset it to min_replicas on every apply, in the middle of a burst.
@@ -137,7 +138,7 @@ def _server(
     service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
     return ChartObjects(
         (
-            service_account,
+            account_object,
             *((code.config_map,) if code is not None else ()),
             deployment,
             service,

@@ -23,7 +23,13 @@ from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod, vllm_server
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
+from eks_inference.charts.metadata import (
+    api_object,
+    metadata,
+    object_labels,
+    selector_labels,
+    service_account,
+)
 from eks_inference.charts.model_server import MODEL_MOUNT_PATH, OPENAI_PORT, WEIGHTS_ROLE
 from eks_inference.charts.serving import Backend, ChartObjects, ServingEngine, WeightsVolume
 from eks_inference.names import INFERENCE_NAMESPACE, service_account_name
@@ -156,12 +162,7 @@ class ToyEngine(ServingEngine):
         }
         selector = selector_labels(spec, COMPONENT)
         objects = (
-            api_object(
-                "v1",
-                "ServiceAccount",
-                metadata(account, labels),
-                {"automountServiceAccountToken": False},
-            ),
+            service_account(account, labels),
             api_object(
                 "apps/v1",
                 "Deployment",
