@@ -1,5 +1,5 @@
 """The vLLM OpenAI server as every engine and job that runs it is told to: flags, environment,
-writable directories.
+writable directories, and the metrics it exports.
 
 Standalone vLLM (:mod:`eks_inference.engines.vllm.engine`) serves with these, the Neuron
 compile job (:mod:`eks_inference.charts.compile_job`) compiles with the very same, and Ray
@@ -11,13 +11,16 @@ own.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from eks_inference.charts import kv_offload
+from eks_inference import metrics
+from eks_inference.charts import kv_offload, pod
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.model_server import OPENAI_PORT, compiled_artifacts_path
-from eks_inference.charts.pod import memory_share_mib
 from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.metrics import Metric
+from eks_inference.observability.observed import EngineMetrics
 from eks_inference.specification.artifacts import override_neuron_config
 from eks_inference.specification.deployment import ModelDeploymentSpec
 
@@ -145,7 +148,43 @@ def vllm_engine_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> dict[str
 
 def shared_memory_mib(memory_mib: int) -> int:
     """Size of the memory-backed ``/dev/shm`` of a vLLM container with ``memory_mib``."""
-    return memory_share_mib(memory_mib, _SHM_FRACTION, _SHM_CAP_MIB)
+    return pod.memory_share_mib(memory_mib, _SHM_FRACTION, _SHM_CAP_MIB)
+
+
+def scratch_volumes(memory_mib: int) -> tuple[list[pod.Json], list[pod.Json]]:
+    """The writable directories of a vLLM server container with ``memory_mib``: the
+    volumes and their mounts, HOME, /tmp and the memory-backed /dev/shm."""
+    volumes = [
+        pod.empty_dir("home", f"{HOME_MIB}Mi"),
+        pod.empty_dir("tmp", f"{TMP_MIB}Mi"),
+        pod.empty_dir("shm", f"{shared_memory_mib(memory_mib)}Mi", in_memory=True),
+    ]
+    mounts = [pod.mount("home", HOME_PATH), pod.mount("tmp", TMP_PATH), pod.mount("shm", SHM_PATH)]
+    return volumes, mounts
+
+
+def vllm_metrics(
+    *,
+    exported: Callable[[Metric], Metric] = lambda metric: metric,
+    also_waiting: tuple[Metric, ...] = (),
+) -> EngineMetrics:
+    """vLLM's metrics as a deployment is read through them.
+
+    ``exported`` names each metric as it reaches Prometheus when something other than vLLM's
+    own ``/metrics`` exports it (Ray's exporter, :func:`eks_inference.metrics.ray_exported`);
+    ``also_waiting`` are the queues requests wait in before they reach vLLM (a router's, an
+    activator's), counted with vLLM's own.
+    """
+    return EngineMetrics(
+        running=exported(metrics.VLLM_REQUESTS_RUNNING),
+        waiting=(exported(metrics.VLLM_REQUESTS_WAITING), *also_waiting),
+        kv_cache=exported(metrics.VLLM_KV_CACHE_USAGE),
+        ttft=exported(metrics.VLLM_TIME_TO_FIRST_TOKEN),
+        itl=exported(metrics.VLLM_INTER_TOKEN_LATENCY),
+        e2e=exported(metrics.VLLM_E2E_LATENCY),
+        prompt_tokens=exported(metrics.VLLM_PROMPT_TOKENS),
+        generation_tokens=exported(metrics.VLLM_GENERATION_TOKENS),
+    )
 
 
 def server_environment(spec: ModelDeploymentSpec, context: RenderContext) -> dict[str, str]:

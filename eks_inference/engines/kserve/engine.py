@@ -15,12 +15,11 @@ concurrent requests, down to zero, and its activator holds requests while no rep
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
-from eks_inference.charts import pod, shipped
+from eks_inference.charts import pod, shipped, vllm_server
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
@@ -390,8 +389,7 @@ class KServeEngine(ServingEngine):
     def metrics(self, spec: ModelDeploymentSpec) -> EngineMetrics:
         """vLLM's metrics; requests also wait in Knative's activator (all of them while no
         replica is ready, the only queue there is then)."""
-        served = vllm.VllmEngine().metrics(spec)
-        return replace(served, waiting=(*served.waiting, metrics.KNATIVE_ACTIVATOR_CONCURRENCY))
+        return vllm_server.vllm_metrics(also_waiting=(metrics.KNATIVE_ACTIVATOR_CONCURRENCY,))
 
     def replica_series(
         self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str

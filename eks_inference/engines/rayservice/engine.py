@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from eks_inference import metrics, names, versions
 from eks_inference.catalog.sizing import pod_resources
-from eks_inference.charts import pod, shipped
+from eks_inference.charts import pod, shipped, vllm_server
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
@@ -391,28 +391,8 @@ class RayServiceEngine(ServingEngine):
 
     def metrics(self, spec: ModelDeploymentSpec) -> EngineMetrics:
         """vLLM's metrics as Ray exports them; requests also queue in Serve's routers."""
-        running, waiting, kv, ttft, itl, e2e, prompt, generation = (
-            metrics.ray_exported(m)
-            for m in (
-                metrics.VLLM_REQUESTS_RUNNING,
-                metrics.VLLM_REQUESTS_WAITING,
-                metrics.VLLM_KV_CACHE_USAGE,
-                metrics.VLLM_TIME_TO_FIRST_TOKEN,
-                metrics.VLLM_INTER_TOKEN_LATENCY,
-                metrics.VLLM_E2E_LATENCY,
-                metrics.VLLM_PROMPT_TOKENS,
-                metrics.VLLM_GENERATION_TOKENS,
-            )
-        )
-        return EngineMetrics(
-            running=running,
-            waiting=(waiting, metrics.SERVE_QUEUED),
-            kv_cache=kv,
-            ttft=ttft,
-            itl=itl,
-            e2e=e2e,
-            prompt_tokens=prompt,
-            generation_tokens=generation,
+        return vllm_server.vllm_metrics(
+            exported=metrics.ray_exported, also_waiting=(metrics.SERVE_QUEUED,)
         )
 
     def replica_series(

@@ -272,20 +272,15 @@ def _pod(
     options = triton_options(spec)
     share = pod_resources(spec.instance, spec.replicas_per_node)
     repository_volumes, repository_mounts = _repository_mounts(spec, options, files, volume)
+    scratch_volumes, scratch_mounts = vllm_server.scratch_volumes(share.memory_mib)
     volumes = [
-        pod.empty_dir("home", f"{vllm_server.HOME_MIB}Mi"),
-        pod.empty_dir("tmp", f"{vllm_server.TMP_MIB}Mi"),
-        pod.empty_dir(
-            "shm", f"{vllm_server.shared_memory_mib(share.memory_mib)}Mi", in_memory=True
-        ),
+        *scratch_volumes,
         pod.claim_volume(WEIGHTS_ROLE, weights.claim_name),
         *repository_volumes,
         code.volume,
     ]
     mounts = [
-        pod.mount("home", vllm_server.HOME_PATH),
-        pod.mount("tmp", vllm_server.TMP_PATH),
-        pod.mount("shm", vllm_server.SHM_PATH),
+        *scratch_mounts,
         pod.mount(WEIGHTS_ROLE, MODEL_MOUNT_PATH, read_only=True),
         *repository_mounts,
         code.mount,

@@ -179,17 +179,8 @@ def server_pod(
     share = pod_resources(spec.instance, spec.replicas_per_node)
     memory_mib = replica_memory_mib(spec)
     image = NEURON_VLLM_IMAGE if spec.on_neuron else kv_offload.image(spec)
-    volumes = [
-        pod.empty_dir("home", f"{vllm_server.HOME_MIB}Mi"),
-        pod.empty_dir("tmp", f"{vllm_server.TMP_MIB}Mi"),
-        pod.empty_dir("shm", f"{vllm_server.shared_memory_mib(memory_mib)}Mi", in_memory=True),
-    ]
     # HOME, /tmp, /dev/shm, then the read-only model volumes and the shipped code.
-    mounts = [
-        pod.mount("home", vllm_server.HOME_PATH),
-        pod.mount("tmp", vllm_server.TMP_PATH),
-        pod.mount("shm", vllm_server.SHM_PATH),
-    ]
+    volumes, mounts = vllm_server.scratch_volumes(memory_mib)
     loaded = loader_of(spec).pod(spec, weights.claim_name if weights is not None else None)
     volumes += loaded.volumes
     mounts += loaded.mounts
@@ -379,16 +370,7 @@ class VllmEngine(ServingEngine):
         return DeploymentKind("vllm-gpu", "vLLM on GPU")
 
     def metrics(self, spec: ModelDeploymentSpec) -> EngineMetrics:
-        return EngineMetrics(
-            running=metrics.VLLM_REQUESTS_RUNNING,
-            waiting=(metrics.VLLM_REQUESTS_WAITING,),
-            kv_cache=metrics.VLLM_KV_CACHE_USAGE,
-            ttft=metrics.VLLM_TIME_TO_FIRST_TOKEN,
-            itl=metrics.VLLM_INTER_TOKEN_LATENCY,
-            e2e=metrics.VLLM_E2E_LATENCY,
-            prompt_tokens=metrics.VLLM_PROMPT_TOKENS,
-            generation_tokens=metrics.VLLM_GENERATION_TOKENS,
-        )
+        return vllm_server.vllm_metrics()
 
     def replica_series(
         self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str

@@ -204,16 +204,7 @@ class ToyEngine(ServingEngine):
         return DeploymentKind("toy-gpu", "Toy vLLM on GPU")
 
     def metrics(self, spec: ModelDeploymentSpec) -> EngineMetrics:
-        return EngineMetrics(
-            running=metrics.VLLM_REQUESTS_RUNNING,
-            waiting=(metrics.VLLM_REQUESTS_WAITING,),
-            kv_cache=metrics.VLLM_KV_CACHE_USAGE,
-            ttft=metrics.VLLM_TIME_TO_FIRST_TOKEN,
-            itl=metrics.VLLM_INTER_TOKEN_LATENCY,
-            e2e=metrics.VLLM_E2E_LATENCY,
-            prompt_tokens=metrics.VLLM_PROMPT_TOKENS,
-            generation_tokens=metrics.VLLM_GENERATION_TOKENS,
-        )
+        return vllm_server.vllm_metrics()
 
     def replica_series(
         self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
