@@ -33,6 +33,7 @@ from eks_inference.charts.metadata import (
 from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.network_rules import peer, policy, ports, rule
 from eks_inference.charts.pod import Json
+from eks_inference.charts.server_deployment import loading_pods
 from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
@@ -343,9 +344,6 @@ class KServeEngine(ServingEngine):
             host_header=predictor_host(spec),
         )
 
-    def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        return (COMPONENT,)
-
     def metrics_targets(self, spec: ModelDeploymentSpec) -> tuple[MetricsTarget, ...]:
         selector = {"matchLabels": selector_labels(spec, COMPONENT)}
         return (MetricsTarget(COMPONENT, selector, USER_PORT_NAME),)
@@ -396,20 +394,14 @@ class KServeEngine(ServingEngine):
     ) -> ReplicaSeries:
         """Ready and loading replicas from kube-state-metrics (the predictor's pods carry the
         deployment's labels); wanted: the pods Knative's autoscaler asks for, 0 when idle."""
-        namespace = matchers(namespace=INFERENCE_NAMESPACE)
         ready = matchers(namespace=INFERENCE_NAMESPACE, condition="true")
-        not_ready = matchers(namespace=INFERENCE_NAMESPACE, condition="false")
         requested = metrics.KNATIVE_PODS_REQUESTED.one()
         return ReplicaSeries(
             ready=(
                 f"count(({metrics.KSM_POD_READY.one()}{ready} == 1) and on(namespace, pod) {pods})"
             ),
             wanted=f"sum({requested}{matchers(**selector)})",
-            loading=(
-                f"count(({metrics.KSM_CONTAINER_RUNNING.one()}{namespace} == 1)"
-                f" and on(namespace, pod) ({metrics.KSM_POD_READY.one()}{not_ready} == 1)"
-                f" and on(namespace, pod) {pods})"
-            ),
+            loading=loading_pods(pods),
             loading_alert_seconds=model_load_seconds(spec),
         )
 

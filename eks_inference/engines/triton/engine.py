@@ -11,7 +11,6 @@ The pod comes from :mod:`eks_inference.charts.pod`; its files from
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -35,14 +34,19 @@ from eks_inference.charts.model_server import (
     WEIGHTS_ROLE,
     keep_alive_seconds,
 )
-from eks_inference.charts.server_service import (
-    HTTP_PORT_NAME,
+from eks_inference.charts.server_deployment import (
+    ROLLOUT_SURGE,
+    TERMINATION_GRACE_S,
+    deployment_replica_series,
+    deployment_scheduling_need,
+    server_container,
+    server_deployment,
+    server_pod_spec,
     service_and_disruption_budget,
 )
 from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
-    MetricsTarget,
     ServingEngine,
     WeightsVolume,
 )
@@ -68,7 +72,6 @@ from eks_inference.observability.observed import (
     EnginePanel,
     ReplicaSeries,
 )
-from eks_inference.observability.signals import matchers
 from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.serve.triton_openai import READY_PATH
 from eks_inference.specification.capabilities import (
@@ -80,7 +83,6 @@ from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engine_rules import fixed_unless_autoscaled
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
-from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
 from eks_inference.specification.validation import Problems, Rule
 
 if TYPE_CHECKING:
@@ -105,17 +107,6 @@ REPOSITORY_CONFIG_VOLUME = "model-repository-config"
 REPOSITORY_FILES_ROLE = "model-repository"
 _REPOSITORY_SKELETON_VOLUME = "model-repository-root"
 _REPOSITORY_SKELETON_MIB = 16
-# A replica rolls out one extra pod at a time, as standalone vLLM does.
-TRITON_ROLLOUT_SURGE = 1
-# Probes and termination as standalone vLLM's, on the frontend's readiness route.
-_PROBE_PERIOD_S = 10
-_PROBE_TIMEOUT_S = 5
-_READINESS_FAILURES = 3
-_LIVENESS_PERIOD_S = 30
-_LIVENESS_TIMEOUT_S = 10
-_LIVENESS_FAILURES = 3
-_PRE_STOP_SLEEP_S = 10
-TERMINATION_GRACE_S = 120
 REPOSITORY_DIGEST_ANNOTATION = "eks-inference.io/model-repository-sha256"
 
 
@@ -166,32 +157,12 @@ def _server(
         else None
     )
     pod_spec = _pod(spec, placement, context, account, weights, volume, route, code, files)
-    deployment = api_object(
-        "apps/v1",
-        "Deployment",
-        metadata(spec.name, labels),
-        {
-            "spec": {
-                **_replicas(spec),
-                "selector": {"matchLabels": selector},
-                "strategy": {
-                    "type": "RollingUpdate",
-                    "rollingUpdate": {"maxSurge": TRITON_ROLLOUT_SURGE, "maxUnavailable": 0},
-                },
-                "progressDeadlineSeconds": rollout_seconds(spec),
-                "template": {
-                    "metadata": {
-                        "labels": labels,
-                        "annotations": {
-                            **pod.do_not_disrupt(rollout_seconds(spec)),
-                            **dict(code.annotations),
-                            REPOSITORY_DIGEST_ANNOTATION: files_digest(files),
-                        },
-                    },
-                    "spec": pod_spec,
-                },
-            }
-        },
+    deployment = server_deployment(
+        spec,
+        labels,
+        selector,
+        pod_spec,
+        annotations={**dict(code.annotations), REPOSITORY_DIGEST_ANNOTATION: files_digest(files)},
     )
     service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
     account_object = service_account(account, labels)
@@ -210,14 +181,7 @@ def _server(
             namespaces=(INFERENCE_NAMESPACE,),
             mounted_prefixes=(volume.mounted,) if volume is not None else (),
             secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
-            pods=(
-                pod.scheduling_need(
-                    (f"Deployment/{spec.name}", "spec", "template"),
-                    placement.workers,
-                    pod_spec,
-                    per_node=spec.replicas_per_node,
-                ),
-            ),
+            pods=(deployment_scheduling_need(spec, placement.workers, pod_spec),),
         ),
     )
 
@@ -312,59 +276,21 @@ def _pod(
                 API_KEY_ENV, secret=API_KEY_SECRET_NEED.name, key=API_KEY_SECRET_NEED.key
             )
         )
-    load_seconds = model_load_seconds(spec)
-    container = {
-        "name": CONTAINER_NAME,
-        "image": options.image_uri,
-        "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
-        "command": list(LAUNCHER_COMMAND),
-        "args": args,
-        "ports": [{"name": HTTP_PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
-        "env": env,
-        "resources": pod.resources(
+    container = server_container(
+        spec,
+        name=CONTAINER_NAME,
+        image=options.image_uri,
+        command=LAUNCHER_COMMAND,
+        args=args,
+        env=env,
+        resources=pod.resources(
             {"cpu": share.cpu, "memory": share.memory, **pod.accelerator_resource(spec)}
         ),
-        "securityContext": pod.ROOT_IMAGE_SECURITY,
-        "startupProbe": _probe(failure_threshold=math.ceil(load_seconds / _PROBE_PERIOD_S)),
-        "readinessProbe": _probe(failure_threshold=_READINESS_FAILURES),
-        "livenessProbe": _probe(
-            failure_threshold=_LIVENESS_FAILURES,
-            period_seconds=_LIVENESS_PERIOD_S,
-            timeout_seconds=_LIVENESS_TIMEOUT_S,
-        ),
-        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(_PRE_STOP_SLEEP_S)]}}},
-        "volumeMounts": mounts,
-    }
-    return {
-        "serviceAccountName": service_account,
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
-        "securityContext": pod.ROOT_IMAGE_POD_SECURITY,
-        **pod.placement(placement.workers, spec),
-        "containers": [container],
-        "volumes": volumes,
-    }
-
-
-def _probe(
-    *,
-    failure_threshold: int,
-    period_seconds: int = _PROBE_PERIOD_S,
-    timeout_seconds: int = _PROBE_TIMEOUT_S,
-) -> pod.Json:
-    return pod.http_probe(
-        READY_PATH,
-        port=OPENAI_PORT,
-        period_seconds=period_seconds,
-        timeout_seconds=timeout_seconds,
-        failure_threshold=failure_threshold,
+        # The frontend's readiness route: 200 once every model of the repository is ready.
+        health_path=READY_PATH,
+        mounts=mounts,
     )
-
-
-def _replicas(spec: ModelDeploymentSpec) -> dict[str, int]:
-    # KEDA owns the replica count of an autoscaled Deployment: a count in the manifest would
-    # reset it to min_replicas on every apply, in the middle of a burst.
-    return {} if spec.scaling.autoscale else {"replicas": spec.scaling.min_replicas}
+    return server_pod_spec(spec, placement.workers, service_account, container, volumes)
 
 
 def _check_block_size(spec: ModelDeploymentSpec, problems: Problems) -> None:
@@ -463,7 +389,7 @@ class TritonEngine(ServingEngine):
         return (spec.name,)
 
     def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
-        return TRITON_ROLLOUT_SURGE
+        return ROLLOUT_SURGE
 
     def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
         return spec.scaling.autoscale
@@ -483,13 +409,6 @@ class TritonEngine(ServingEngine):
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
         return Backend(spec.name, READY_PATH, TERMINATION_GRACE_S)
 
-    def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        return (COMPONENT,)
-
-    def metrics_targets(self, spec: ModelDeploymentSpec) -> tuple[MetricsTarget, ...]:
-        selector = {"matchLabels": selector_labels(spec, COMPONENT)}
-        return (MetricsTarget(COMPONENT, selector, HTTP_PORT_NAME),)
-
     def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
         return DeploymentKind("triton-gpu", "Triton on GPU")
 
@@ -508,20 +427,7 @@ class TritonEngine(ServingEngine):
     def replica_series(
         self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
     ) -> ReplicaSeries:
-        """Ready and wanted replicas from the Deployment; loading: running but unready pods."""
-        deployment = matchers(namespace=INFERENCE_NAMESPACE, deployment=spec.name)
-        namespace = matchers(namespace=INFERENCE_NAMESPACE)
-        not_ready = matchers(namespace=INFERENCE_NAMESPACE, condition="false")
-        return ReplicaSeries(
-            ready=f"sum({metrics.KSM_DEPLOYMENT_AVAILABLE.one()}{deployment})",
-            wanted=f"sum({metrics.KSM_DEPLOYMENT_SPEC_REPLICAS.one()}{deployment})",
-            loading=(
-                f"count(({metrics.KSM_CONTAINER_RUNNING.one()}{namespace} == 1)"
-                f" and on(namespace, pod) ({metrics.KSM_POD_READY.one()}{not_ready} == 1)"
-                f" and on(namespace, pod) {pods})"
-            ),
-            loading_alert_seconds=model_load_seconds(spec),
-        )
+        return deployment_replica_series(spec, pods)
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         if spec.scaling.autoscale:

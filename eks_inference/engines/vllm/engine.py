@@ -8,11 +8,10 @@ PodDisruptionBudget select it by the deployment's instance and component labels.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from eks_inference import metrics, names
+from eks_inference import names
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import kv_offload, pod, shipped, vllm_server
@@ -21,8 +20,6 @@ from eks_inference.charts.artifacts_gate import gates_on_compiled_artifacts
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import (
-    api_object,
-    metadata,
     object_labels,
     selector_labels,
     service_account,
@@ -30,24 +27,27 @@ from eks_inference.charts.metadata import (
 from eks_inference.charts.model_server import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
-    OPENAI_PORT,
     keep_alive_seconds,
 )
-from eks_inference.charts.server_service import (
-    HTTP_PORT_NAME,
+from eks_inference.charts.server_deployment import (
+    ROLLOUT_SURGE,
+    TERMINATION_GRACE_S,
+    deployment_replica_series,
+    deployment_scheduling_need,
+    server_container,
+    server_deployment,
+    server_pod_spec,
     service_and_disruption_budget,
 )
 from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
-    MetricsTarget,
     ServingEngine,
     WeightsVolume,
 )
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
-from eks_inference.observability.signals import matchers
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.capabilities import AutoscalesOnQueue, OffloadsKvCache
 from eks_inference.specification.deployment import ModelDeploymentSpec
@@ -55,7 +55,6 @@ from eks_inference.specification.engine_rules import fixed_unless_autoscaled
 from eks_inference.specification.kv_serving_rules import replica_memory_mib
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
-from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
 from eks_inference.specification.validation import Rule
 from eks_inference.versions import NEURON_VLLM_IMAGE
 
@@ -63,24 +62,7 @@ if TYPE_CHECKING:
     from eks_inference.charts.mountpoint import MountpointVolume
 
 COMPONENT = "vllm"
-# A standalone vLLM Deployment rolls out one extra pod before removing an old one (maxSurge),
-# so an update never lowers capacity; the node pool must have room for it.
-VLLM_ROLLOUT_SURGE = 1
 CONTAINER_NAME = "vllm"
-# Probes on vLLM's /health (200 when the engine is alive, 503 when it is dead). The startup
-# probe allows the whole model load budget; after that a replica leaves the Service after 30
-# seconds of failures and is restarted after 90.
-_PROBE_PERIOD_S = 10
-_PROBE_TIMEOUT_S = 5
-_READINESS_FAILURES = 3
-_LIVENESS_PERIOD_S = 30
-_LIVENESS_TIMEOUT_S = 10
-_LIVENESS_FAILURES = 3
-# On termination: keep serving for 10 s while endpoints drop the pod, then let in-flight
-# generations finish within two minutes. The load balancer drains a target for as long
-# (eks_inference.charts.ingress), so a generation in flight is never cut off by either.
-_PRE_STOP_SLEEP_S = 10
-TERMINATION_GRACE_S = 120
 
 
 def _server(
@@ -95,50 +77,24 @@ def _server(
     loader.check_volume(spec, given=weights is not None)
     labels = object_labels(spec, COMPONENT)
     account = names.service_account_name(spec.name)
-    account_object = service_account(account, labels)
     selector = selector_labels(spec, COMPONENT)
-    # With autoscaling the replica count belongs to the autoscaler: a count in the
-    # manifest would reset it to min_replicas on every apply, in the middle of a burst.
-    replicas = {} if spec.scaling.autoscale else {"replicas": spec.scaling.min_replicas}
     code = (
         shipped.shipped_code(spec, labels, (shipped.API_KEY_AUTH_MODULE,))
         if requires_api_key(route)
         else None
     )
     pod_spec = server_pod(spec, placement, context, account, weights, artifacts, route, code)
-    deployment = api_object(
-        "apps/v1",
-        "Deployment",
-        metadata(spec.name, labels),
-        {
-            "spec": {
-                **replicas,
-                "selector": {"matchLabels": selector},
-                "strategy": {
-                    "type": "RollingUpdate",
-                    "rollingUpdate": {"maxSurge": VLLM_ROLLOUT_SURGE, "maxUnavailable": 0},
-                },
-                # A rollout is stuck only once a new replica has had time for a node, an
-                # image pull and a model load.
-                "progressDeadlineSeconds": rollout_seconds(spec),
-                "template": {
-                    # Karpenter leaves a replica alone while it may still be loading.
-                    "metadata": {
-                        "labels": labels,
-                        "annotations": {
-                            **pod.do_not_disrupt(rollout_seconds(spec)),
-                            **dict(code.annotations if code is not None else ()),
-                        },
-                    },
-                    "spec": pod_spec,
-                },
-            }
-        },
+    deployment = server_deployment(
+        spec,
+        labels,
+        selector,
+        pod_spec,
+        annotations=dict(code.annotations if code is not None else ()),
     )
     service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
     return ChartObjects(
         (
-            account_object,
+            service_account(account, labels),
             *((code.config_map,) if code is not None else ()),
             deployment,
             service,
@@ -148,14 +104,7 @@ def _server(
             namespaces=(INFERENCE_NAMESPACE,),
             service_accounts=loader.server_identities(spec, account),
             secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
-            pods=(
-                pod.scheduling_need(
-                    (f"Deployment/{spec.name}", "spec", "template"),
-                    placement.workers,
-                    pod_spec,
-                    per_node=spec.replicas_per_node,
-                ),
-            ),
+            pods=(deployment_scheduling_need(spec, placement.workers, pod_spec),),
         ),
     )
 
@@ -191,7 +140,6 @@ def server_pod(
     if disk_tier is not None:
         volumes.append(disk_tier[0])
         mounts.append(disk_tier[1])
-    load_seconds = model_load_seconds(spec)
     args = vllm_server.vllm_server_args(spec, bucket_name=context.bucket_name)
     environment = pod.env(vllm_server.server_environment(spec, context))
     if route is not None:
@@ -206,40 +154,22 @@ def server_pod(
             )
         )
         args += ["--middleware", shipped.VLLM_API_KEY_MIDDLEWARE]
-    container = {
-        "name": CONTAINER_NAME,
-        "image": image,
-        "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
-        "command": list(vllm_server.VLLM_SERVE_COMMAND),
-        "args": args,
-        # Named, so that the PodMonitor scraping /metrics refers to the port by its name.
-        "ports": [{"name": HTTP_PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
-        "env": environment,
-        "resources": pod.resources(
+    container = server_container(
+        spec,
+        name=CONTAINER_NAME,
+        image=image,
+        command=vllm_server.VLLM_SERVE_COMMAND,
+        args=args,
+        env=environment,
+        resources=pod.resources(
             {"cpu": share.cpu, "memory": f"{memory_mib}Mi", **pod.accelerator_resource(spec)},
             requested_only=kv_offload.disk_request(spec),
         ),
-        "securityContext": pod.ROOT_IMAGE_SECURITY,
-        "startupProbe": _health_probe(failure_threshold=math.ceil(load_seconds / _PROBE_PERIOD_S)),
-        "readinessProbe": _health_probe(failure_threshold=_READINESS_FAILURES),
-        "livenessProbe": _health_probe(
-            failure_threshold=_LIVENESS_FAILURES,
-            period_seconds=_LIVENESS_PERIOD_S,
-            timeout_seconds=_LIVENESS_TIMEOUT_S,
-        ),
-        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(_PRE_STOP_SLEEP_S)]}}},
-        "volumeMounts": mounts,
-    }
-    spec_json: pod.Json = {
-        "serviceAccountName": service_account,
-        # Pod Identity mounts its own token; the Kubernetes API is never called.
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
-        "securityContext": pod.ROOT_IMAGE_POD_SECURITY,
-        **pod.placement(placement.workers, spec),
-        "containers": [container],
-        "volumes": volumes,
-    }
+        # vLLM's /health: 200 when the engine is alive, 503 when it is dead.
+        health_path=HEALTH_PATH,
+        mounts=mounts,
+    )
+    spec_json = server_pod_spec(spec, placement.workers, service_account, container, volumes)
     init_containers = list(loaded.init_containers)
     if artifacts is not None and gates_on_compiled_artifacts(spec):
         init_containers.append(
@@ -255,21 +185,6 @@ def server_pod(
     return spec_json
 
 
-def _health_probe(
-    *,
-    failure_threshold: int,
-    period_seconds: int = _PROBE_PERIOD_S,
-    timeout_seconds: int = _PROBE_TIMEOUT_S,
-) -> pod.Json:
-    return pod.http_probe(
-        HEALTH_PATH,
-        port=OPENAI_PORT,
-        period_seconds=period_seconds,
-        timeout_seconds=timeout_seconds,
-        failure_threshold=failure_threshold,
-    )
-
-
 class VllmEngine(ServingEngine):
     """Standalone vLLM: a Deployment, a ClusterIP Service, a PDB and a ServiceAccount.
 
@@ -280,7 +195,7 @@ class VllmEngine(ServingEngine):
       ``scaling.autoscale``, when the count is left to the KEDA autoscaler of
       :mod:`eks_inference.charts.autoscaling`), each one model replica on
       ``tensor_parallel_size`` NeuronCores or GPUs. Rolls
-      :data:`VLLM_ROLLOUT_SURGE` extra replica at a time and
+      :data:`~eks_inference.charts.server_deployment.ROLLOUT_SURGE` extra replica at a time and
       never below the current count (``maxUnavailable`` 0), so a rollout needs room for one
       more replica in the node pool. Pods are selected by the deployment's instance and
       component labels.
@@ -337,7 +252,7 @@ class VllmEngine(ServingEngine):
         return (spec.name,)
 
     def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
-        return VLLM_ROLLOUT_SURGE
+        return ROLLOUT_SURGE
 
     def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
         return spec.scaling.autoscale
@@ -357,13 +272,6 @@ class VllmEngine(ServingEngine):
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
         return Backend(spec.name, HEALTH_PATH, TERMINATION_GRACE_S)
 
-    def server_components(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        return (COMPONENT,)
-
-    def metrics_targets(self, spec: ModelDeploymentSpec) -> tuple[MetricsTarget, ...]:
-        selector = {"matchLabels": selector_labels(spec, COMPONENT)}
-        return (MetricsTarget(COMPONENT, selector, HTTP_PORT_NAME),)
-
     def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
         if spec.on_neuron:
             return DeploymentKind("vllm-neuron", "vLLM on Inferentia2")
@@ -379,19 +287,7 @@ class VllmEngine(ServingEngine):
 
         A vLLM pod is loading once its container runs, so the alert allows the model load.
         """
-        deployment = matchers(namespace=INFERENCE_NAMESPACE, deployment=spec.name)
-        namespace = matchers(namespace=INFERENCE_NAMESPACE)
-        not_ready = matchers(namespace=INFERENCE_NAMESPACE, condition="false")
-        return ReplicaSeries(
-            ready=f"sum({metrics.KSM_DEPLOYMENT_AVAILABLE.one()}{deployment})",
-            wanted=f"sum({metrics.KSM_DEPLOYMENT_SPEC_REPLICAS.one()}{deployment})",
-            loading=(
-                f"count(({metrics.KSM_CONTAINER_RUNNING.one()}{namespace} == 1)"
-                f" and on(namespace, pod) ({metrics.KSM_POD_READY.one()}{not_ready} == 1)"
-                f" and on(namespace, pod) {pods})"
-            ),
-            loading_alert_seconds=model_load_seconds(spec),
-        )
+        return deployment_replica_series(spec, pods)
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         if spec.scaling.autoscale:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eks_inference import metrics
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod, vllm_server
@@ -31,17 +30,24 @@ from eks_inference.charts.metadata import (
     service_account,
 )
 from eks_inference.charts.model_server import MODEL_MOUNT_PATH, OPENAI_PORT, WEIGHTS_ROLE
+from eks_inference.charts.server_deployment import (
+    HTTP_PORT_NAME,
+    TERMINATION_GRACE_S,
+    deployment_replica_series,
+    deployment_scheduling_need,
+    server_container,
+    server_deployment,
+    server_pod_spec,
+)
 from eks_inference.charts.serving import Backend, ChartObjects, ServingEngine, WeightsVolume
 from eks_inference.names import INFERENCE_NAMESPACE, service_account_name
 from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
-from eks_inference.observability.signals import matchers
 from eks_inference.serve.api_key_auth import HEALTH_PATH
 from eks_inference.specification.capabilities import ServesExtraApiPaths
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engines import engine_options
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
-from eks_inference.specification.startup_budget import model_load_seconds
 from eks_inference.specification.validation import Problems, Rule
 from eks_inference.versions import VLLM_GPU_IMAGE
 
@@ -49,8 +55,7 @@ if TYPE_CHECKING:
     from eks_inference.charts.mountpoint import MountpointVolume
 
 COMPONENT = "toy"
-PORT_NAME = "http"
-GRACE_SECONDS = 60
+GRACE_SECONDS = TERMINATION_GRACE_S
 
 
 class ToyOptions(BaseModel):
@@ -124,56 +129,31 @@ class ToyEngine(ServingEngine):
         labels = object_labels(spec, COMPONENT)
         account = service_account_name(spec.name)
         share = pod_resources(spec.instance, spec.replicas_per_node)
-        probe = pod.http_probe(
-            HEALTH_PATH, port=OPENAI_PORT, period_seconds=10, timeout_seconds=5, failure_threshold=3
+        scratch_volumes, scratch_mounts = vllm_server.scratch_volumes(share.memory_mib)
+        container = server_container(
+            spec,
+            name=COMPONENT,
+            image=VLLM_GPU_IMAGE,
+            command=vllm_server.VLLM_SERVE_COMMAND,
+            args=vllm_server.vllm_server_args(spec, bucket_name=context.bucket_name),
+            env=pod.env(vllm_server.server_environment(spec, context)),
+            resources=pod.resources(
+                {"cpu": share.cpu, "memory": share.memory, **pod.accelerator_resource(spec)}
+            ),
+            health_path=HEALTH_PATH,
+            mounts=[*scratch_mounts, pod.mount(WEIGHTS_ROLE, MODEL_MOUNT_PATH, read_only=True)],
         )
-        pod_spec = {
-            "serviceAccountName": account,
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": GRACE_SECONDS,
-            "securityContext": pod.ROOT_IMAGE_POD_SECURITY,
-            **pod.placement(placement.workers, spec),
-            "containers": [
-                {
-                    "name": COMPONENT,
-                    "image": VLLM_GPU_IMAGE,
-                    "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
-                    "command": list(vllm_server.VLLM_SERVE_COMMAND),
-                    "args": vllm_server.vllm_server_args(spec, bucket_name=context.bucket_name),
-                    "ports": [{"name": PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
-                    "env": pod.env(vllm_server.server_environment(spec, context)),
-                    "resources": pod.resources(
-                        {"cpu": share.cpu, "memory": share.memory, **pod.accelerator_resource(spec)}
-                    ),
-                    "securityContext": pod.ROOT_IMAGE_SECURITY,
-                    "readinessProbe": probe,
-                    "volumeMounts": [
-                        pod.mount("home", vllm_server.HOME_PATH),
-                        pod.mount("tmp", vllm_server.TMP_PATH),
-                        pod.mount(WEIGHTS_ROLE, MODEL_MOUNT_PATH, read_only=True),
-                    ],
-                }
-            ],
-            "volumes": [
-                pod.empty_dir("home", f"{vllm_server.HOME_MIB}Mi"),
-                pod.empty_dir("tmp", f"{vllm_server.TMP_MIB}Mi"),
-                pod.claim_volume(WEIGHTS_ROLE, weights.claim_name),
-            ],
-        }
+        volumes = [*scratch_volumes, pod.claim_volume(WEIGHTS_ROLE, weights.claim_name)]
+        pod_spec = server_pod_spec(spec, placement.workers, account, container, volumes)
         selector = selector_labels(spec, COMPONENT)
         objects = (
             service_account(account, labels),
-            api_object(
-                "apps/v1",
-                "Deployment",
-                metadata(spec.name, labels),
-                {
-                    "spec": {
-                        "replicas": spec.scaling.min_replicas,
-                        "selector": {"matchLabels": selector},
-                        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
-                    }
-                },
+            server_deployment(
+                spec,
+                labels,
+                selector,
+                pod_spec,
+                annotations={},
             ),
             api_object(
                 "v1",
@@ -183,18 +163,13 @@ class ToyEngine(ServingEngine):
                     "spec": {
                         "selector": selector,
                         "ports": [
-                            {"name": PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}
+                            {"name": HTTP_PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}
                         ],
                     }
                 },
             ),
         )
-        need = pod.scheduling_need(
-            (f"Deployment/{spec.name}", "spec", "template"),
-            placement.workers,
-            pod_spec,
-            per_node=spec.replicas_per_node,
-        )
+        need = deployment_scheduling_need(spec, placement.workers, pod_spec)
         return ChartObjects(objects, PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,), pods=(need,)))
 
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
@@ -209,10 +184,7 @@ class ToyEngine(ServingEngine):
     def replica_series(
         self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
     ) -> ReplicaSeries:
-        deployment = matchers(namespace=INFERENCE_NAMESPACE, deployment=spec.name)
-        ready = f"sum({metrics.KSM_DEPLOYMENT_AVAILABLE.one()}{deployment})"
-        wanted = f"sum({metrics.KSM_DEPLOYMENT_SPEC_REPLICAS.one()}{deployment})"
-        return ReplicaSeries(ready, wanted, f"({wanted}) - ({ready})", model_load_seconds(spec))
+        return deployment_replica_series(spec, pods)
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         return "fixed size"
