@@ -50,7 +50,7 @@ _PRE_STOP_SLEEP_S = 10
 TERMINATION_GRACE_S = 120
 
 
-def server_container(
+def container(
     spec: ModelDeploymentSpec,
     *,
     name: str,
@@ -95,7 +95,7 @@ def server_container(
     }
 
 
-def server_pod_spec(
+def pod_spec(
     spec: ModelDeploymentSpec,
     pool: NodePool,
     service_account: str,
@@ -116,7 +116,7 @@ def server_pod_spec(
     }
 
 
-def server_deployment(
+def deployment(
     spec: ModelDeploymentSpec,
     labels: Mapping[str, str],
     selector: Mapping[str, str],
@@ -163,9 +163,7 @@ def server_deployment(
     )
 
 
-def deployment_scheduling_need(
-    spec: ModelDeploymentSpec, pool: NodePool, pod_spec: Json
-) -> PodNeed:
+def scheduling_need(spec: ModelDeploymentSpec, pool: NodePool, pod_spec: Json) -> PodNeed:
     """What a node of ``pool`` must offer the Deployment ``<deployment>``'s pods."""
     return pod.scheduling_need(
         (f"Deployment/{spec.name}", "spec", "template"),
@@ -223,7 +221,7 @@ def loading_pods(pods: str) -> str:
     )
 
 
-def deployment_replica_series(spec: ModelDeploymentSpec, pods: str) -> ReplicaSeries:
+def replica_series(spec: ModelDeploymentSpec, pods: str) -> ReplicaSeries:
     """Ready and wanted replicas from the Deployment's status; loading: running but unready
     pods, which may load for the model load budget (a pod is loading once its container runs).
     """

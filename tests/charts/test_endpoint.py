@@ -31,13 +31,13 @@ from eks_inference.charts.ingress import (
 from eks_inference.charts.ingress import ingress as render_ingress
 from eks_inference.charts.model_server import KEEP_ALIVE_MARGIN_S
 from eks_inference.charts.render import API_KEY_FILE, render_files, render_platform
+from eks_inference.charts.server_deployment import TERMINATION_GRACE_S
 from eks_inference.charts.shipped import SHIPPED_PATH
 from eks_inference.engines.rayservice.engine import (
     KEEP_ALIVE_ANNOTATION,
     SERVE_PROXY_HEALTH_PATH,
     serve_service_name,
 )
-from eks_inference.engines.vllm.engine import TERMINATION_GRACE_S
 from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import api_key_secret_name, idle_timeout_seconds

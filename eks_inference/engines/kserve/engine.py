@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
-from eks_inference.charts import pod, shipped, vllm_server
+from eks_inference.charts import pod, server_deployment, vllm_server
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
@@ -33,7 +33,6 @@ from eks_inference.charts.metadata import (
 from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.network_rules import peer, policy, ports, rule
 from eks_inference.charts.pod import Json
-from eks_inference.charts.server_deployment import loading_pods
 from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
@@ -273,11 +272,7 @@ class KServeEngine(ServingEngine):
         loader.check_volume(spec, given=weights is not None)
         labels = object_labels(spec, COMPONENT)
         account = names.service_account_name(spec.name)
-        code = (
-            shipped.shipped_code(spec, labels, (shipped.API_KEY_AUTH_MODULE,))
-            if requires_api_key(route)
-            else None
-        )
+        code = vllm.api_key_code(spec, labels, route)
         predictor = _knative_pod(
             vllm.server_pod(spec, placement, context, account, weights, artifacts, route, code)
         )
@@ -401,7 +396,7 @@ class KServeEngine(ServingEngine):
                 f"count(({metrics.KSM_POD_READY.one()}{ready} == 1) and on(namespace, pod) {pods})"
             ),
             wanted=f"sum({requested}{matchers(**selector)})",
-            loading=loading_pods(pods),
+            loading=server_deployment.loading_pods(pods),
             loading_alert_seconds=model_load_seconds(spec),
         )
 

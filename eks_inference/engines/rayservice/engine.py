@@ -107,151 +107,6 @@ def serve_service_name(spec: ModelDeploymentSpec) -> str:
     return names.ray_serve_service_name(spec.name)
 
 
-def _server(
-    spec: ModelDeploymentSpec,
-    placement: Placement,
-    context: RenderContext,
-    weights: WeightsVolume | None,
-    artifacts: MountpointVolume | None,
-    route: Route | None,
-) -> ChartObjects:
-    if weights is None:
-        raise ValueError(
-            f"deployment {spec.name!r}: Ray Serve workers read weights from a Mountpoint "
-            "volume; pass one"
-        )
-    labels = object_labels(spec, COMPONENT)
-    account = names.service_account_name(spec.name)
-    objects = [service_account(account, labels)]
-    app = ServeAppFiles()
-    api_key = requires_api_key(route)
-    if spec.on_neuron or api_key:
-        code = shipped.shipped_code(
-            spec, labels, SERVE_APP_MODULES, package=shipped.SHIPPED_PACKAGE
-        )
-        objects.append(code.config_map)
-        app = ServeAppFiles(
-            volumes=(code.volume,),
-            mounts=(code.mount,),
-            env=code.env,
-            secret_env=(
-                (
-                    pod.secret_env(
-                        API_KEY_ENV,
-                        secret=API_KEY_SECRET_NEED.name,
-                        key=API_KEY_SECRET_NEED.key,
-                    ),
-                )
-                if api_key
-                else ()
-            ),
-            annotations=(
-                *code.annotations,
-                *(
-                    ((KEEP_ALIVE_ANNOTATION, str(keep_alive_seconds(route))),)
-                    if route is not None
-                    else ()
-                ),
-            ),
-        )
-    elif route is not None:
-        app = ServeAppFiles(annotations=((KEEP_ALIVE_ANNOTATION, str(keep_alive_seconds(route))),))
-    worker = pod_resources(spec.instance, spec.replicas_per_node)
-    head_pod = ray_pods.head_pod(spec, placement, context, app, account)
-    worker_pod = ray_pods.worker_pod(spec, placement, context, app, account, weights, artifacts)
-    autoscaler_resources = pod.resources({"cpu": _AUTOSCALER_CPU, "memory": _AUTOSCALER_MEMORY})
-    cluster_path = (f"RayService/{spec.name}", "spec", "rayClusterConfig")
-    ray_service_spec = {
-        "upgradeStrategy": {"type": "NewCluster"},
-        "excludeHeadPodFromServeSvc": spec.scaling.min_replicas > 0,
-        "serveConfigV2": dump_yaml([serve_config(spec, route)]),
-        "rayClusterConfig": {
-            "rayVersion": RAY_VERSION,
-            "authOptions": dict(_AUTH_OPTIONS),
-            "enableInTreeAutoscaling": True,
-            "autoscalerOptions": {
-                "version": "v2",
-                "idleTimeoutSeconds": _IDLE_TIMEOUT_S,
-                "upscalingMode": _UPSCALING_MODE,
-                "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
-                "resources": autoscaler_resources,
-                "securityContext": pod.RAY_SECURITY,
-            },
-            "headGroupSpec": {
-                "rayStartParams": {
-                    # Replicas and their routers never run on the head.
-                    "num-cpus": "0",
-                    "num-gpus": "0",
-                    "dashboard-host": "0.0.0.0",
-                    "object-store-memory": ray_pods.object_store_bytes(ray_pods.HEAD_MEMORY_MIB),
-                },
-                # Evicting the head restarts every replica of the cluster.
-                "template": ray_pods.template(
-                    spec, HEAD_COMPONENT, head_pod, app, pod.do_not_disrupt(None)
-                ),
-            },
-            "workerGroupSpecs": [
-                {
-                    "groupName": placement.workers.name,
-                    "replicas": spec.scaling.min_replicas,
-                    "minReplicas": spec.scaling.min_replicas,
-                    "maxReplicas": spec.scaling.max_replicas,
-                    # CPUs, GPUs and neuron_cores come from the container limits.
-                    "rayStartParams": {
-                        "object-store-memory": ray_pods.object_store_bytes(worker.memory_mib),
-                    },
-                    # A worker is left alone while its replica may still be loading.
-                    "template": ray_pods.template(
-                        spec,
-                        WORKER_COMPONENT,
-                        worker_pod,
-                        app,
-                        pod.do_not_disrupt(rollout_seconds(spec)),
-                    ),
-                }
-            ],
-        },
-    }
-    objects.append(
-        api_object(
-            RAY_API_VERSION,
-            "RayService",
-            metadata(
-                spec.name,
-                labels,
-                annotations={
-                    INITIALIZING_TIMEOUT_ANNOTATION: f"{math.ceil(rollout_seconds(spec) / 60)}m"
-                },
-            ),
-            {"spec": ray_service_spec},
-            canonical_order=False,
-        )
-    )
-    return ChartObjects(
-        tuple(objects),
-        PlatformNeeds(
-            namespaces=(INFERENCE_NAMESPACE,),
-            custom_resources=(names.RAYSERVICE_CRD,),
-            secrets=(API_KEY_SECRET_NEED,) if api_key else (),
-            pods=(
-                pod.scheduling_need(
-                    (*cluster_path, "headGroupSpec", "template"),
-                    placement.head,
-                    head_pod,
-                    # KubeRay adds the autoscaler to the head pod.
-                    sidecars=({"resources": autoscaler_resources},),
-                ),
-                pod.scheduling_need(
-                    (*cluster_path, "workerGroupSpecs", 0, "template"),
-                    placement.workers,
-                    worker_pod,
-                    per_node=spec.replicas_per_node,
-                ),
-            ),
-        ),
-    )
-
-
 class RayServiceEngine(ServingEngine):
     """Ray Serve on KubeRay: a RayService serving one model, with its ServiceAccount.
 
@@ -331,7 +186,145 @@ class RayServiceEngine(ServingEngine):
         artifacts: MountpointVolume | None,
         route: Route | None,
     ) -> ChartObjects:
-        return _server(spec, placement, context, weights, artifacts, route)
+        if weights is None:
+            raise ValueError(
+                f"deployment {spec.name!r}: Ray Serve workers read weights from a Mountpoint "
+                "volume; pass one"
+            )
+        labels = object_labels(spec, COMPONENT)
+        account = names.service_account_name(spec.name)
+        objects = [service_account(account, labels)]
+        app = ServeAppFiles()
+        api_key = requires_api_key(route)
+        if spec.on_neuron or api_key:
+            code = shipped.shipped_code(
+                spec, labels, SERVE_APP_MODULES, package=shipped.SHIPPED_PACKAGE
+            )
+            objects.append(code.config_map)
+            app = ServeAppFiles(
+                volumes=(code.volume,),
+                mounts=(code.mount,),
+                env=code.env,
+                secret_env=(
+                    (
+                        pod.secret_env(
+                            API_KEY_ENV,
+                            secret=API_KEY_SECRET_NEED.name,
+                            key=API_KEY_SECRET_NEED.key,
+                        ),
+                    )
+                    if api_key
+                    else ()
+                ),
+                annotations=(
+                    *code.annotations,
+                    *(
+                        ((KEEP_ALIVE_ANNOTATION, str(keep_alive_seconds(route))),)
+                        if route is not None
+                        else ()
+                    ),
+                ),
+            )
+        elif route is not None:
+            app = ServeAppFiles(
+                annotations=((KEEP_ALIVE_ANNOTATION, str(keep_alive_seconds(route))),)
+            )
+        worker = pod_resources(spec.instance, spec.replicas_per_node)
+        head_pod = ray_pods.head_pod(spec, placement, context, app, account)
+        worker_pod = ray_pods.worker_pod(spec, placement, context, app, account, weights, artifacts)
+        autoscaler_resources = pod.resources({"cpu": _AUTOSCALER_CPU, "memory": _AUTOSCALER_MEMORY})
+        cluster_path = (f"RayService/{spec.name}", "spec", "rayClusterConfig")
+        ray_service_spec = {
+            "upgradeStrategy": {"type": "NewCluster"},
+            "excludeHeadPodFromServeSvc": spec.scaling.min_replicas > 0,
+            "serveConfigV2": dump_yaml([serve_config(spec, route)]),
+            "rayClusterConfig": {
+                "rayVersion": RAY_VERSION,
+                "authOptions": dict(_AUTH_OPTIONS),
+                "enableInTreeAutoscaling": True,
+                "autoscalerOptions": {
+                    "version": "v2",
+                    "idleTimeoutSeconds": _IDLE_TIMEOUT_S,
+                    "upscalingMode": _UPSCALING_MODE,
+                    "imagePullPolicy": pod.PULL_IF_NOT_PRESENT,
+                    "resources": autoscaler_resources,
+                    "securityContext": pod.RAY_SECURITY,
+                },
+                "headGroupSpec": {
+                    "rayStartParams": {
+                        # Replicas and their routers never run on the head.
+                        "num-cpus": "0",
+                        "num-gpus": "0",
+                        "dashboard-host": "0.0.0.0",
+                        "object-store-memory": ray_pods.object_store_bytes(
+                            ray_pods.HEAD_MEMORY_MIB
+                        ),
+                    },
+                    # Evicting the head restarts every replica of the cluster.
+                    "template": ray_pods.template(
+                        spec, HEAD_COMPONENT, head_pod, app, pod.do_not_disrupt(None)
+                    ),
+                },
+                "workerGroupSpecs": [
+                    {
+                        "groupName": placement.workers.name,
+                        "replicas": spec.scaling.min_replicas,
+                        "minReplicas": spec.scaling.min_replicas,
+                        "maxReplicas": spec.scaling.max_replicas,
+                        # CPUs, GPUs and neuron_cores come from the container limits.
+                        "rayStartParams": {
+                            "object-store-memory": ray_pods.object_store_bytes(worker.memory_mib),
+                        },
+                        # A worker is left alone while its replica may still be loading.
+                        "template": ray_pods.template(
+                            spec,
+                            WORKER_COMPONENT,
+                            worker_pod,
+                            app,
+                            pod.do_not_disrupt(rollout_seconds(spec)),
+                        ),
+                    }
+                ],
+            },
+        }
+        objects.append(
+            api_object(
+                RAY_API_VERSION,
+                "RayService",
+                metadata(
+                    spec.name,
+                    labels,
+                    annotations={
+                        INITIALIZING_TIMEOUT_ANNOTATION: f"{math.ceil(rollout_seconds(spec) / 60)}m"
+                    },
+                ),
+                {"spec": ray_service_spec},
+                canonical_order=False,
+            )
+        )
+        return ChartObjects(
+            tuple(objects),
+            PlatformNeeds(
+                namespaces=(INFERENCE_NAMESPACE,),
+                custom_resources=(names.RAYSERVICE_CRD,),
+                secrets=(API_KEY_SECRET_NEED,) if api_key else (),
+                pods=(
+                    pod.scheduling_need(
+                        (*cluster_path, "headGroupSpec", "template"),
+                        placement.head,
+                        head_pod,
+                        # KubeRay adds the autoscaler to the head pod.
+                        sidecars=({"resources": autoscaler_resources},),
+                    ),
+                    pod.scheduling_need(
+                        (*cluster_path, "workerGroupSpecs", 0, "template"),
+                        placement.workers,
+                        worker_pod,
+                        per_node=spec.replicas_per_node,
+                    ),
+                ),
+            ),
+        )
 
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
         return Backend(serve_service_name(spec), SERVE_PROXY_HEALTH_PATH, TERMINATION_GRACE_S)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
-from eks_inference.charts import pod, shipped, vllm_server
+from eks_inference.charts import pod, server_deployment, shipped, vllm_server
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
@@ -33,16 +33,6 @@ from eks_inference.charts.model_server import (
     OPENAI_PORT,
     WEIGHTS_ROLE,
     keep_alive_seconds,
-)
-from eks_inference.charts.server_deployment import (
-    ROLLOUT_SURGE,
-    TERMINATION_GRACE_S,
-    deployment_replica_series,
-    deployment_scheduling_need,
-    server_container,
-    server_deployment,
-    server_pod_spec,
-    service_and_disruption_budget,
 )
 from eks_inference.charts.serving import (
     Backend,
@@ -113,77 +103,6 @@ REPOSITORY_DIGEST_ANNOTATION = "eks-inference.io/model-repository-sha256"
 def repository_config_map_name(spec: ModelDeploymentSpec) -> str:
     """The ConfigMap of ``spec``'s generated repository files: ``<deployment>-model-repository``."""
     return f"{spec.name}-model-repository"
-
-
-def _server(
-    spec: ModelDeploymentSpec,
-    placement: Placement,
-    context: RenderContext,
-    weights: WeightsVolume | None,
-    route: Route | None,
-) -> ChartObjects:
-    if weights is None:
-        raise ValueError(
-            f"deployment {spec.name!r}: Triton reads the LLM and its tokenizer from the "
-            "weights volume; pass one"
-        )
-    # The volume builder's module defines its chart too (cdk8s): imported when rendering only,
-    # so that validating a spec never starts Node.js.
-    from eks_inference.charts.mountpoint import cache_size_gib, deployment_volume
-
-    options = triton_options(spec)
-    labels = object_labels(spec, COMPONENT)
-    account = names.service_account_name(spec.name)
-    selector = selector_labels(spec, COMPONENT)
-    engine_args = vllm_server.vllm_engine_args(spec, bucket_name=context.bucket_name)
-    files = repository_files(options, engine_args)
-    code = shipped.shipped_code(spec, labels, SHIPPED_MODULES, package=shipped.SHIPPED_PACKAGE)
-    repository = api_object(
-        "v1",
-        "ConfigMap",
-        metadata(repository_config_map_name(spec), labels),
-        {"data": {file.key: file.content for file in files}},
-    )
-    volume = (
-        deployment_volume(
-            spec,
-            REPOSITORY_FILES_ROLE,
-            bucket_name=context.bucket_name,
-            region=context.region,
-            prefix=options.mounted_prefix,
-            cache_size_gib=cache_size_gib(0),
-        )
-        if options.mounted_prefix is not None
-        else None
-    )
-    pod_spec = _pod(spec, placement, context, account, weights, volume, route, code, files)
-    deployment = server_deployment(
-        spec,
-        labels,
-        selector,
-        pod_spec,
-        annotations={**dict(code.annotations), REPOSITORY_DIGEST_ANNOTATION: files_digest(files)},
-    )
-    service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
-    account_object = service_account(account, labels)
-    volume_objects = volume.objects(object_labels(spec, REPOSITORY_FILES_ROLE)) if volume else []
-    return ChartObjects(
-        (
-            account_object,
-            *volume_objects,
-            code.config_map,
-            repository,
-            deployment,
-            service,
-            disruption_budget,
-        ),
-        PlatformNeeds(
-            namespaces=(INFERENCE_NAMESPACE,),
-            mounted_prefixes=(volume.mounted,) if volume is not None else (),
-            secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
-            pods=(deployment_scheduling_need(spec, placement.workers, pod_spec),),
-        ),
-    )
 
 
 def _repository_mounts(
@@ -276,7 +195,7 @@ def _pod(
                 API_KEY_ENV, secret=API_KEY_SECRET_NEED.name, key=API_KEY_SECRET_NEED.key
             )
         )
-    container = server_container(
+    container = server_deployment.container(
         spec,
         name=CONTAINER_NAME,
         image=options.image_uri,
@@ -290,7 +209,7 @@ def _pod(
         health_path=READY_PATH,
         mounts=mounts,
     )
-    return server_pod_spec(spec, placement.workers, service_account, container, volumes)
+    return server_deployment.pod_spec(spec, placement.workers, service_account, container, volumes)
 
 
 def _check_block_size(spec: ModelDeploymentSpec, problems: Problems) -> None:
@@ -389,7 +308,7 @@ class TritonEngine(ServingEngine):
         return (spec.name,)
 
     def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
-        return ROLLOUT_SURGE
+        return server_deployment.ROLLOUT_SURGE
 
     def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
         return spec.scaling.autoscale
@@ -404,10 +323,78 @@ class TritonEngine(ServingEngine):
         artifacts: MountpointVolume | None,
         route: Route | None,
     ) -> ChartObjects:
-        return _server(spec, placement, context, weights, route)
+        if weights is None:
+            raise ValueError(
+                f"deployment {spec.name!r}: Triton reads the LLM and its tokenizer from the "
+                "weights volume; pass one"
+            )
+        # The volume builder's module defines its chart too (cdk8s): imported when rendering only,
+        # so that validating a spec never starts Node.js.
+        from eks_inference.charts.mountpoint import cache_size_gib, deployment_volume
+
+        options = triton_options(spec)
+        labels = object_labels(spec, COMPONENT)
+        account = names.service_account_name(spec.name)
+        selector = selector_labels(spec, COMPONENT)
+        engine_args = vllm_server.vllm_engine_args(spec, bucket_name=context.bucket_name)
+        files = repository_files(options, engine_args)
+        code = shipped.shipped_code(spec, labels, SHIPPED_MODULES, package=shipped.SHIPPED_PACKAGE)
+        repository = api_object(
+            "v1",
+            "ConfigMap",
+            metadata(repository_config_map_name(spec), labels),
+            {"data": {file.key: file.content for file in files}},
+        )
+        volume = (
+            deployment_volume(
+                spec,
+                REPOSITORY_FILES_ROLE,
+                bucket_name=context.bucket_name,
+                region=context.region,
+                prefix=options.mounted_prefix,
+                cache_size_gib=cache_size_gib(0),
+            )
+            if options.mounted_prefix is not None
+            else None
+        )
+        pod_spec = _pod(spec, placement, context, account, weights, volume, route, code, files)
+        deployment = server_deployment.deployment(
+            spec,
+            labels,
+            selector,
+            pod_spec,
+            annotations={
+                **dict(code.annotations),
+                REPOSITORY_DIGEST_ANNOTATION: files_digest(files),
+            },
+        )
+        service, disruption_budget = server_deployment.service_and_disruption_budget(
+            spec, labels, selector
+        )
+        account_object = service_account(account, labels)
+        volume_objects = (
+            volume.objects(object_labels(spec, REPOSITORY_FILES_ROLE)) if volume else []
+        )
+        return ChartObjects(
+            (
+                account_object,
+                *volume_objects,
+                code.config_map,
+                repository,
+                deployment,
+                service,
+                disruption_budget,
+            ),
+            PlatformNeeds(
+                namespaces=(INFERENCE_NAMESPACE,),
+                mounted_prefixes=(volume.mounted,) if volume is not None else (),
+                secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
+                pods=(server_deployment.scheduling_need(spec, placement.workers, pod_spec),),
+            ),
+        )
 
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
-        return Backend(spec.name, READY_PATH, TERMINATION_GRACE_S)
+        return Backend(spec.name, READY_PATH, server_deployment.TERMINATION_GRACE_S)
 
     def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
         return DeploymentKind("triton-gpu", "Triton on GPU")
@@ -427,7 +414,7 @@ class TritonEngine(ServingEngine):
     def replica_series(
         self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
     ) -> ReplicaSeries:
-        return deployment_replica_series(spec, pods)
+        return server_deployment.replica_series(spec, pods)
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         if spec.scaling.autoscale:

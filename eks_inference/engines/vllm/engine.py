@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from eks_inference import names
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
-from eks_inference.charts import kv_offload, pod, shipped, vllm_server
+from eks_inference.charts import kv_offload, pod, server_deployment, shipped, vllm_server
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.artifacts_gate import gates_on_compiled_artifacts
 from eks_inference.charts.context import RenderContext
@@ -28,16 +28,6 @@ from eks_inference.charts.model_server import (
     ARTIFACTS_MOUNT_PATH,
     ARTIFACTS_ROLE,
     keep_alive_seconds,
-)
-from eks_inference.charts.server_deployment import (
-    ROLLOUT_SURGE,
-    TERMINATION_GRACE_S,
-    deployment_replica_series,
-    deployment_scheduling_need,
-    server_container,
-    server_deployment,
-    server_pod_spec,
-    service_and_disruption_budget,
 )
 from eks_inference.charts.serving import (
     Backend,
@@ -65,48 +55,14 @@ COMPONENT = "vllm"
 CONTAINER_NAME = "vllm"
 
 
-def _server(
-    spec: ModelDeploymentSpec,
-    placement: Placement,
-    context: RenderContext,
-    weights: WeightsVolume | None,
-    artifacts: MountpointVolume | None,
-    route: Route | None,
-) -> ChartObjects:
-    loader = loader_of(spec)
-    loader.check_volume(spec, given=weights is not None)
-    labels = object_labels(spec, COMPONENT)
-    account = names.service_account_name(spec.name)
-    selector = selector_labels(spec, COMPONENT)
-    code = (
-        shipped.shipped_code(spec, labels, (shipped.API_KEY_AUTH_MODULE,))
-        if requires_api_key(route)
-        else None
-    )
-    pod_spec = server_pod(spec, placement, context, account, weights, artifacts, route, code)
-    deployment = server_deployment(
-        spec,
-        labels,
-        selector,
-        pod_spec,
-        annotations=dict(code.annotations if code is not None else ()),
-    )
-    service, disruption_budget = service_and_disruption_budget(spec, labels, selector)
-    return ChartObjects(
-        (
-            service_account(account, labels),
-            *((code.config_map,) if code is not None else ()),
-            deployment,
-            service,
-            disruption_budget,
-        ),
-        PlatformNeeds(
-            namespaces=(INFERENCE_NAMESPACE,),
-            service_accounts=loader.server_identities(spec, account),
-            secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
-            pods=(deployment_scheduling_need(spec, placement.workers, pod_spec),),
-        ),
-    )
+def api_key_code(
+    spec: ModelDeploymentSpec, labels: Mapping[str, str], route: Route | None
+) -> shipped.ShippedCode | None:
+    """The project's API-key check a vLLM server of ``spec`` loads as its middleware, shipped
+    in a ConfigMap labelled ``labels``, when ``route`` requires the platform's key."""
+    if not requires_api_key(route):
+        return None
+    return shipped.shipped_code(spec, labels, (shipped.API_KEY_AUTH_MODULE,))
 
 
 def server_pod(
@@ -154,7 +110,7 @@ def server_pod(
             )
         )
         args += ["--middleware", shipped.VLLM_API_KEY_MIDDLEWARE]
-    container = server_container(
+    container = server_deployment.container(
         spec,
         name=CONTAINER_NAME,
         image=image,
@@ -169,7 +125,9 @@ def server_pod(
         health_path=HEALTH_PATH,
         mounts=mounts,
     )
-    spec_json = server_pod_spec(spec, placement.workers, service_account, container, volumes)
+    spec_json = server_deployment.pod_spec(
+        spec, placement.workers, service_account, container, volumes
+    )
     init_containers = list(loaded.init_containers)
     if artifacts is not None and gates_on_compiled_artifacts(spec):
         init_containers.append(
@@ -252,7 +210,7 @@ class VllmEngine(ServingEngine):
         return (spec.name,)
 
     def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
-        return ROLLOUT_SURGE
+        return server_deployment.ROLLOUT_SURGE
 
     def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
         return spec.scaling.autoscale
@@ -267,10 +225,41 @@ class VllmEngine(ServingEngine):
         artifacts: MountpointVolume | None,
         route: Route | None,
     ) -> ChartObjects:
-        return _server(spec, placement, context, weights, artifacts, route)
+        loader = loader_of(spec)
+        loader.check_volume(spec, given=weights is not None)
+        labels = object_labels(spec, COMPONENT)
+        account = names.service_account_name(spec.name)
+        selector = selector_labels(spec, COMPONENT)
+        code = api_key_code(spec, labels, route)
+        pod_spec = server_pod(spec, placement, context, account, weights, artifacts, route, code)
+        deployment = server_deployment.deployment(
+            spec,
+            labels,
+            selector,
+            pod_spec,
+            annotations=dict(code.annotations if code is not None else ()),
+        )
+        service, disruption_budget = server_deployment.service_and_disruption_budget(
+            spec, labels, selector
+        )
+        return ChartObjects(
+            (
+                service_account(account, labels),
+                *((code.config_map,) if code is not None else ()),
+                deployment,
+                service,
+                disruption_budget,
+            ),
+            PlatformNeeds(
+                namespaces=(INFERENCE_NAMESPACE,),
+                service_accounts=loader.server_identities(spec, account),
+                secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
+                pods=(server_deployment.scheduling_need(spec, placement.workers, pod_spec),),
+            ),
+        )
 
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
-        return Backend(spec.name, HEALTH_PATH, TERMINATION_GRACE_S)
+        return Backend(spec.name, HEALTH_PATH, server_deployment.TERMINATION_GRACE_S)
 
     def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
         if spec.on_neuron:
@@ -287,7 +276,7 @@ class VllmEngine(ServingEngine):
 
         A vLLM pod is loading once its container runs, so the alert allows the model load.
         """
-        return deployment_replica_series(spec, pods)
+        return server_deployment.replica_series(spec, pods)
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         if spec.scaling.autoscale:

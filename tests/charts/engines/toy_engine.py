@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
-from eks_inference.charts import pod, vllm_server
+from eks_inference.charts import pod, server_deployment, vllm_server
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import (
@@ -30,15 +30,6 @@ from eks_inference.charts.metadata import (
     service_account,
 )
 from eks_inference.charts.model_server import MODEL_MOUNT_PATH, OPENAI_PORT, WEIGHTS_ROLE
-from eks_inference.charts.server_deployment import (
-    HTTP_PORT_NAME,
-    TERMINATION_GRACE_S,
-    deployment_replica_series,
-    deployment_scheduling_need,
-    server_container,
-    server_deployment,
-    server_pod_spec,
-)
 from eks_inference.charts.serving import Backend, ChartObjects, ServingEngine, WeightsVolume
 from eks_inference.names import INFERENCE_NAMESPACE, service_account_name
 from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
@@ -55,7 +46,7 @@ if TYPE_CHECKING:
     from eks_inference.charts.mountpoint import MountpointVolume
 
 COMPONENT = "toy"
-GRACE_SECONDS = TERMINATION_GRACE_S
+GRACE_SECONDS = server_deployment.TERMINATION_GRACE_S
 
 
 class ToyOptions(BaseModel):
@@ -130,7 +121,7 @@ class ToyEngine(ServingEngine):
         account = service_account_name(spec.name)
         share = pod_resources(spec.instance, spec.replicas_per_node)
         scratch_volumes, scratch_mounts = vllm_server.scratch_volumes(share.memory_mib)
-        container = server_container(
+        container = server_deployment.container(
             spec,
             name=COMPONENT,
             image=VLLM_GPU_IMAGE,
@@ -144,11 +135,11 @@ class ToyEngine(ServingEngine):
             mounts=[*scratch_mounts, pod.mount(WEIGHTS_ROLE, MODEL_MOUNT_PATH, read_only=True)],
         )
         volumes = [*scratch_volumes, pod.claim_volume(WEIGHTS_ROLE, weights.claim_name)]
-        pod_spec = server_pod_spec(spec, placement.workers, account, container, volumes)
+        pod_spec = server_deployment.pod_spec(spec, placement.workers, account, container, volumes)
         selector = selector_labels(spec, COMPONENT)
         objects = (
             service_account(account, labels),
-            server_deployment(
+            server_deployment.deployment(
                 spec,
                 labels,
                 selector,
@@ -163,13 +154,17 @@ class ToyEngine(ServingEngine):
                     "spec": {
                         "selector": selector,
                         "ports": [
-                            {"name": HTTP_PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}
+                            {
+                                "name": server_deployment.HTTP_PORT_NAME,
+                                "port": OPENAI_PORT,
+                                "targetPort": OPENAI_PORT,
+                            }
                         ],
                     }
                 },
             ),
         )
-        need = deployment_scheduling_need(spec, placement.workers, pod_spec)
+        need = server_deployment.scheduling_need(spec, placement.workers, pod_spec)
         return ChartObjects(objects, PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,), pods=(need,)))
 
     def backend(self, spec: ModelDeploymentSpec) -> Backend:
@@ -184,7 +179,7 @@ class ToyEngine(ServingEngine):
     def replica_series(
         self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
     ) -> ReplicaSeries:
-        return deployment_replica_series(spec, pods)
+        return server_deployment.replica_series(spec, pods)
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         return "fixed size"
