@@ -13,6 +13,9 @@ from eks_inference.specification.routes import Route
 # The OpenAI-compatible port of vLLM and of Ray Serve's HTTP proxy alike, so a client's URL
 # differs between engines only in the Service name.
 OPENAI_PORT = 8000
+# The name of that port on the servers' containers and Services: Prometheus scrapes the
+# engine's /metrics on the same port by this name.
+HTTP_PORT_NAME = "http"
 
 # Roles of the Mountpoint volume charts, also the names of the pod volumes that mount them.
 WEIGHTS_ROLE = "model-weights"

@@ -8,20 +8,22 @@ while a new replica loads; a ClusterIP Service named after the deployment, whose
 the one the load balancer's target group, the other pods' clients and Prometheus reach; a
 budget that lets node drains evict one replica at a time; and replicas counted from the
 Deployment's status. What differs (the image, command, arguments, environment, resources and
-volumes) is the engine's.
+volumes) is the engine's; :class:`DeploymentEngine` is what such an engine answers alike.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 from eks_inference import metrics
 from eks_inference.charts import pod
 from eks_inference.charts.contract import PodNeed
 from eks_inference.charts.metadata import api_object, metadata
-from eks_inference.charts.model_server import OPENAI_PORT
+from eks_inference.charts.model_server import HTTP_PORT_NAME, OPENAI_PORT
 from eks_inference.charts.pod import Json
+from eks_inference.charts.serving import Backend, ServingEngine
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.observed import ReplicaSeries
 from eks_inference.observability.signals import matchers
@@ -29,8 +31,6 @@ from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
 
-# The servers' one port: the OpenAI API and, on the same port, the engine's /metrics.
-HTTP_PORT_NAME = "http"
 # A rollout starts one extra pod before removing an old one (maxSurge), so an update never
 # lowers capacity; the node pool must have room for it.
 ROLLOUT_SURGE = 1
@@ -232,3 +232,34 @@ def replica_series(spec: ModelDeploymentSpec, pods: str) -> ReplicaSeries:
         loading=loading_pods(pods),
         loading_alert_seconds=model_load_seconds(spec),
     )
+
+
+class DeploymentEngine(ServingEngine):
+    """An engine whose servers are the Deployment ``<deployment>`` of this module, behind the
+    Service of the same name: what it renders and reports beyond that is its own.
+
+    A subclass sets :attr:`health_path` besides what every engine sets. Its rollouts need
+    room for :data:`ROLLOUT_SURGE` replica; it scales at run time only when autoscaled (by
+    KEDA); the load balancer drains a target for the servers' termination grace.
+    """
+
+    #: The route its servers answer 200 on once they serve: probes and the load balancer's
+    #: health check.
+    health_path: ClassVar[str]
+
+    def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        return (spec.name,)
+
+    def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
+        return ROLLOUT_SURGE
+
+    def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
+        return spec.scaling.autoscale
+
+    def backend(self, spec: ModelDeploymentSpec) -> Backend:
+        return Backend(spec.name, self.health_path, TERMINATION_GRACE_S)
+
+    def replica_series(
+        self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
+    ) -> ReplicaSeries:
+        return replica_series(spec, pods)

@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import selector_labels
-from eks_inference.charts.model_server import OPENAI_PORT
+from eks_inference.charts.model_server import HTTP_PORT_NAME, OPENAI_PORT
 from eks_inference.charts.pod import Json
-from eks_inference.charts.server_deployment import HTTP_PORT_NAME
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.observed import ObservedEngine
 from eks_inference.specification.engines import Engine, engine_of

@@ -11,7 +11,6 @@ The pod comes from :mod:`eks_inference.charts.pod`; its files from
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from eks_inference import metrics, names
@@ -35,9 +34,7 @@ from eks_inference.charts.model_server import (
     keep_alive_seconds,
 )
 from eks_inference.charts.serving import (
-    Backend,
     ChartObjects,
-    ServingEngine,
     WeightsVolume,
 )
 from eks_inference.engines.triton import observed as triton_observed
@@ -60,7 +57,6 @@ from eks_inference.observability.observed import (
     EngineAlert,
     EngineMetrics,
     EnginePanel,
-    ReplicaSeries,
 )
 from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.serve.triton_openai import READY_PATH
@@ -243,7 +239,7 @@ def _v2_paths(spec: ModelDeploymentSpec) -> tuple[str, ...]:
     return (V2_MODELS_PATH,) if triton_options(spec).framework_models else ()
 
 
-class TritonEngine(ServingEngine):
+class TritonEngine(server_deployment.DeploymentEngine):
     """Triton: a Deployment, a ClusterIP Service, a PDB, a ServiceAccount and the repository.
 
     - **ConfigMap** ``<deployment>-model-repository``: every model's ``config.pbtxt`` and the
@@ -268,6 +264,7 @@ class TritonEngine(ServingEngine):
     name = "triton"
     summary = "NVIDIA Triton on a typed model repository"
     component = COMPONENT
+    health_path = READY_PATH
     accelerators = frozenset({Accelerator.NVIDIA})
     not_served_on = {
         Accelerator.NEURON: "the pinned Triton image's vLLM backend is a CUDA build; serve "
@@ -303,15 +300,6 @@ class TritonEngine(ServingEngine):
                 fixed_unless_autoscaled,
             ),
         )
-
-    def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        return (spec.name,)
-
-    def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
-        return server_deployment.ROLLOUT_SURGE
-
-    def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
-        return spec.scaling.autoscale
 
     def server(
         self,
@@ -393,9 +381,6 @@ class TritonEngine(ServingEngine):
             ),
         )
 
-    def backend(self, spec: ModelDeploymentSpec) -> Backend:
-        return Backend(spec.name, READY_PATH, server_deployment.TERMINATION_GRACE_S)
-
     def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
         return DeploymentKind("triton-gpu", "Triton on GPU")
 
@@ -410,11 +395,6 @@ class TritonEngine(ServingEngine):
             prompt_tokens=metrics.TRITON_VLLM_PROMPT_TOKENS,
             generation_tokens=metrics.TRITON_VLLM_GENERATION_TOKENS,
         )
-
-    def replica_series(
-        self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
-    ) -> ReplicaSeries:
-        return server_deployment.replica_series(spec, pods)
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         if spec.scaling.autoscale:

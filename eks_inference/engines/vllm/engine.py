@@ -30,14 +30,12 @@ from eks_inference.charts.model_server import (
     keep_alive_seconds,
 )
 from eks_inference.charts.serving import (
-    Backend,
     ChartObjects,
-    ServingEngine,
     WeightsVolume,
 )
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
+from eks_inference.observability.observed import DeploymentKind, EngineMetrics
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.capabilities import AutoscalesOnQueue, OffloadsKvCache
 from eks_inference.specification.deployment import ModelDeploymentSpec
@@ -143,7 +141,7 @@ def server_pod(
     return spec_json
 
 
-class VllmEngine(ServingEngine):
+class VllmEngine(server_deployment.DeploymentEngine):
     """Standalone vLLM: a Deployment, a ClusterIP Service, a PDB and a ServiceAccount.
 
     - **ServiceAccount** ``names.service_account_name(spec.name)``: with the Run:ai streamer
@@ -187,6 +185,7 @@ class VllmEngine(ServingEngine):
     name = "vllm"
     summary = "a standalone vLLM Deployment"
     component = COMPONENT
+    health_path = HEALTH_PATH
 
     capabilities = (
         # LMCache is built for CUDA; the Neuron image has no KV connector for it.
@@ -205,15 +204,6 @@ class VllmEngine(ServingEngine):
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
         reads = frozenset({"scaling.min_replicas", "scaling.max_replicas", "scaling.autoscale"})
         return (Rule(reads, fixed_unless_autoscaled),)
-
-    def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        return (spec.name,)
-
-    def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:
-        return server_deployment.ROLLOUT_SURGE
-
-    def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
-        return spec.scaling.autoscale
 
     def server(
         self,
@@ -258,9 +248,6 @@ class VllmEngine(ServingEngine):
             ),
         )
 
-    def backend(self, spec: ModelDeploymentSpec) -> Backend:
-        return Backend(spec.name, HEALTH_PATH, server_deployment.TERMINATION_GRACE_S)
-
     def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
         if spec.on_neuron:
             return DeploymentKind("vllm-neuron", "vLLM on Inferentia2")
@@ -268,15 +255,6 @@ class VllmEngine(ServingEngine):
 
     def metrics(self, spec: ModelDeploymentSpec) -> EngineMetrics:
         return vllm_server.vllm_metrics()
-
-    def replica_series(
-        self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
-    ) -> ReplicaSeries:
-        """Ready and wanted replicas from the Deployment; loading: running but unready pods.
-
-        A vLLM pod is loading once its container runs, so the alert allows the model load.
-        """
-        return server_deployment.replica_series(spec, pods)
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         if spec.scaling.autoscale:

@@ -29,7 +29,12 @@ from eks_inference.charts.metadata import (
     selector_labels,
     service_account,
 )
-from eks_inference.charts.model_server import MODEL_MOUNT_PATH, OPENAI_PORT, WEIGHTS_ROLE
+from eks_inference.charts.model_server import (
+    HTTP_PORT_NAME,
+    MODEL_MOUNT_PATH,
+    OPENAI_PORT,
+    WEIGHTS_ROLE,
+)
 from eks_inference.charts.serving import Backend, ChartObjects, ServingEngine, WeightsVolume
 from eks_inference.names import INFERENCE_NAMESPACE, service_account_name
 from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
@@ -155,7 +160,7 @@ class ToyEngine(ServingEngine):
                         "selector": selector,
                         "ports": [
                             {
-                                "name": server_deployment.HTTP_PORT_NAME,
+                                "name": HTTP_PORT_NAME,
                                 "port": OPENAI_PORT,
                                 "targetPort": OPENAI_PORT,
                             }
