@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from eks_inference.charts.context import RenderContext
-from eks_inference.charts.serving import serving_engine
+from eks_inference.charts.serving import ServerInputs, serving_engine
 from eks_inference.charts.vllm_server import VLLM_SERVE_COMMAND
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.platform import PlatformSpec
@@ -234,13 +234,11 @@ def rendered_vllm_args(platform: PlatformSpec, context: RenderContext) -> dict[s
         if spec.on_neuron or spec.engine not in VLLM_SERVE_ENGINES:
             continue
         mounted = loader_of(spec).mounted
+        weights = _Claim(f"{spec.name}-weights") if mounted else None
         content = serving_engine(spec).server(
-            spec,
-            platform.placement(spec),
-            context,
-            weights=_Claim(f"{spec.name}-weights") if mounted else None,
-            artifacts=None,
-            route=routes.get(spec.name),
+            ServerInputs(
+                spec, platform.placement(spec), context, weights, None, routes.get(spec.name)
+            )
         )
         lists = serve_args_of(list(content.objects))
         if lists:

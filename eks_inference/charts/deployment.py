@@ -28,7 +28,7 @@ from eks_inference.charts.mountpoint import (
 )
 from eks_inference.charts.network_policy import network_policy_chart
 from eks_inference.charts.record import ChartRecord, chart_id, deployment_chart
-from eks_inference.charts.serving import serving_engine
+from eks_inference.charts.serving import ServerInputs, serving_engine
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.artifacts import artifact_prefix
 from eks_inference.specification.capabilities import ReadsVolumesAs
@@ -149,7 +149,7 @@ def deployment_charts(
         )
         artifacts = mountpoint_volume_chart(spec, ARTIFACTS_ROLE, artifacts_volume)
     content = engine.server(
-        spec, placement, context, weights=weights_volume, artifacts=artifacts_volume, route=route
+        ServerInputs(spec, placement, context, weights_volume, artifacts_volume, route)
     )
     volumes = [chart for chart in (weights, artifacts) if chart is not None]
     server = deployment_chart(

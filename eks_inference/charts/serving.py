@@ -20,7 +20,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import selector_labels
@@ -45,6 +45,25 @@ class WeightsVolume(Protocol):
 
     @property
     def claim_name(self) -> str: ...
+
+
+class ServerInputs(NamedTuple):
+    """What an engine's server chart is given: the spec, and what the deployment's other
+    charts made for it (a tuple, so that an engine unpacks what it reads in one line).
+
+    ``placement`` is the node pools its pods go to, ``context`` the values from outside the
+    spec (bucket, region, images), ``weights`` the volume of the weights (``None`` when the
+    loader needs none), ``artifacts`` the Mountpoint volume of the compiled Neuron artifacts,
+    ``route`` where the deployment is exposed on the load balancer (``None``: in-cluster
+    only).
+    """
+
+    spec: ModelDeploymentSpec
+    placement: Placement
+    context: RenderContext
+    weights: WeightsVolume | None
+    artifacts: MountpointVolume | None
+    route: Route | None
 
 
 @dataclass(frozen=True)
@@ -107,22 +126,8 @@ class ServingEngine(Engine, ObservedEngine):
     component: ClassVar[str]
 
     @abstractmethod
-    def server(
-        self,
-        spec: ModelDeploymentSpec,
-        placement: Placement,
-        context: RenderContext,
-        *,
-        weights: WeightsVolume | None,
-        artifacts: MountpointVolume | None,
-        route: Route | None,
-    ) -> ChartObjects:
-        """The objects of the model server of ``spec`` and what they need.
-
-        ``weights`` is the volume of the weights (``None`` when the loader needs none),
-        ``artifacts`` the Mountpoint volume of the compiled Neuron artifacts, ``route`` where
-        the deployment is exposed on the load balancer (``None``: in-cluster only).
-        """
+    def server(self, given: ServerInputs) -> ChartObjects:
+        """The objects of the model server of ``given.spec`` and what they need."""
 
     @abstractmethod
     def backend(self, spec: ModelDeploymentSpec) -> Backend:

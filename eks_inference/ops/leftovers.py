@@ -35,8 +35,8 @@ and interfaces they hold, load balancers before their target groups, security gr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from eks_inference.ops.aws.errors import aws_errors
@@ -118,91 +118,100 @@ def _pages(client: Any, operation: str, **params: Any) -> Iterator[dict[str, Any
         yield page
 
 
-def instances(ec2: Any, owner: Owner) -> list[Leftover]:
-    """EC2 instances not yet terminated."""
-    found = []
-    filters = [{"Name": "instance-state-name", "Values": list(_LIVE_INSTANCE_STATES)}]
-    for page in _pages(ec2, "describe_instances", Filters=filters):
-        for reservation in page["Reservations"]:
-            for instance in reservation.get("Instances", []):
-                tag = owner.matching_tag(_tags(instance.get("Tags")))
-                if tag is None:
-                    continue
-                ident = str(instance["InstanceId"])
-                state = instance.get("State", {}).get("Name", "?")
-                found.append(
-                    Leftover(
-                        "EC2 instance",
-                        ident,
-                        f"{state}, {instance.get('InstanceType', '?')}",
-                        tag,
-                        owner.aws(f"ec2 terminate-instances --instance-ids {ident}"),
-                    )
-                )
-    return found
+@dataclass(frozen=True)
+class _Kind:
+    """How one kind of resource is listed, told apart and removed.
+
+    ``operation`` is the paginated ``Describe`` call (with ``params``), ``listed`` the
+    resources of one of its pages, ``id_key`` the field that names one; ``tags_key`` the field
+    holding its tags, or ``None`` for ELBv2, whose listings carry none (they are asked with
+    DescribeTags); ``detail`` what the table shows of it, ``removal`` the AWS CLI command that
+    removes it, with ``{id}`` for its id.
+    """
+
+    title: str
+    operation: str
+    listed: Callable[[Mapping[str, Any]], Iterable[Mapping[str, Any]]]
+    id_key: str
+    tags_key: str | None
+    detail: Callable[[Mapping[str, Any]], str]
+    removal: str
+    params: Mapping[str, Any] = field(default_factory=dict)
 
 
-def volumes(ec2: Any, owner: Owner) -> list[Leftover]:
-    """EBS volumes."""
-    found = []
-    for page in _pages(ec2, "describe_volumes"):
-        for volume in page["Volumes"]:
-            tag = owner.matching_tag(_tags(volume.get("Tags")))
-            if tag is None:
-                continue
-            ident = str(volume["VolumeId"])
-            found.append(
-                Leftover(
-                    "EBS volume",
-                    ident,
-                    f"{volume.get('State', '?')}, {volume.get('Size', '?')} GiB",
-                    tag,
-                    owner.aws(f"ec2 delete-volume --volume-id {ident}"),
-                )
-            )
-    return found
+def _instances(page: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for reservation in page["Reservations"]:
+        yield from reservation.get("Instances", [])
 
 
-def network_interfaces(ec2: Any, owner: Owner) -> list[Leftover]:
-    """Elastic network interfaces."""
-    found = []
-    for page in _pages(ec2, "describe_network_interfaces"):
-        for interface in page["NetworkInterfaces"]:
-            tag = owner.matching_tag(_tags(interface.get("TagSet")))
-            if tag is None:
-                continue
-            ident = str(interface["NetworkInterfaceId"])
-            found.append(
-                Leftover(
-                    "network interface",
-                    ident,
-                    f"{interface.get('Status', '?')}, {interface.get('Description') or '-'}",
-                    tag,
-                    owner.aws(f"ec2 delete-network-interface --network-interface-id {ident}"),
-                )
-            )
-    return found
-
-
-def security_groups(ec2: Any, owner: Owner) -> list[Leftover]:
-    """Security groups."""
-    found = []
-    for page in _pages(ec2, "describe_security_groups"):
-        for group in page["SecurityGroups"]:
-            tag = owner.matching_tag(_tags(group.get("Tags")))
-            if tag is None:
-                continue
-            ident = str(group["GroupId"])
-            found.append(
-                Leftover(
-                    "security group",
-                    ident,
-                    f"{group.get('GroupName', '?')} in {group.get('VpcId', '?')}",
-                    tag,
-                    owner.aws(f"ec2 delete-security-group --group-id {ident}"),
-                )
-            )
-    return found
+_INSTANCES = _Kind(
+    "EC2 instance",
+    "describe_instances",
+    _instances,
+    "InstanceId",
+    "Tags",
+    lambda i: f"{i.get('State', {}).get('Name', '?')}, {i.get('InstanceType', '?')}",
+    "ec2 terminate-instances --instance-ids {id}",
+    {"Filters": [{"Name": "instance-state-name", "Values": list(_LIVE_INSTANCE_STATES)}]},
+)
+_VOLUMES = _Kind(
+    "EBS volume",
+    "describe_volumes",
+    lambda page: page["Volumes"],
+    "VolumeId",
+    "Tags",
+    lambda v: f"{v.get('State', '?')}, {v.get('Size', '?')} GiB",
+    "ec2 delete-volume --volume-id {id}",
+)
+_NETWORK_INTERFACES = _Kind(
+    "network interface",
+    "describe_network_interfaces",
+    lambda page: page["NetworkInterfaces"],
+    "NetworkInterfaceId",
+    "TagSet",
+    lambda n: f"{n.get('Status', '?')}, {n.get('Description') or '-'}",
+    "ec2 delete-network-interface --network-interface-id {id}",
+)
+_SECURITY_GROUPS = _Kind(
+    "security group",
+    "describe_security_groups",
+    lambda page: page["SecurityGroups"],
+    "GroupId",
+    "Tags",
+    lambda g: f"{g.get('GroupName', '?')} in {g.get('VpcId', '?')}",
+    "ec2 delete-security-group --group-id {id}",
+)
+_LOAD_BALANCERS = _Kind(
+    "load balancer",
+    "describe_load_balancers",
+    lambda page: page["LoadBalancers"],
+    "LoadBalancerArn",
+    None,
+    lambda lb: (
+        f"{lb.get('Type', '?')}, {lb.get('State', {}).get('Code', '?')}, {lb.get('DNSName', '-')}"
+    ),
+    "elbv2 delete-load-balancer --load-balancer-arn {id}",
+)
+_TARGET_GROUPS = _Kind(
+    "target group",
+    "describe_target_groups",
+    lambda page: page["TargetGroups"],
+    "TargetGroupArn",
+    None,
+    lambda tg: (
+        f"{tg.get('TargetType', '?')} targets, {len(tg.get('LoadBalancerArns', []))} load balancers"
+    ),
+    "elbv2 delete-target-group --target-group-arn {id}",
+)
+_FILE_SYSTEMS = _Kind(
+    "FSx file system",
+    "describe_file_systems",
+    lambda page: page["FileSystems"],
+    "FileSystemId",
+    "Tags",
+    lambda fs: f"{fs.get('FileSystemType', '?')}, {fs.get('Lifecycle', '?')}",
+    "fsx delete-file-system --file-system-id {id}",
+)
 
 
 def _elbv2_tags(elbv2: Any, arns: list[str]) -> dict[str, dict[str, str]]:
@@ -215,70 +224,24 @@ def _elbv2_tags(elbv2: Any, arns: list[str]) -> dict[str, dict[str, str]]:
     return tags
 
 
-def load_balancers(elbv2: Any, owner: Owner) -> list[Leftover]:
-    """Application and Network Load Balancers."""
-    balancers = [
-        lb for page in _pages(elbv2, "describe_load_balancers") for lb in page["LoadBalancers"]
+def _listing(client: Any, owner: Owner, kind: _Kind) -> list[Leftover]:
+    """The resources of ``kind`` that a tag ties to ``owner``'s platform."""
+    resources = [
+        resource
+        for page in _pages(client, kind.operation, **kind.params)
+        for resource in kind.listed(page)
     ]
-    tags = _elbv2_tags(elbv2, [str(lb["LoadBalancerArn"]) for lb in balancers])
+    ids = [str(resource[kind.id_key]) for resource in resources]
+    if kind.tags_key is None:
+        tags = _elbv2_tags(client, ids)
+    else:
+        tags = {i: _tags(r.get(kind.tags_key)) for i, r in zip(ids, resources, strict=True)}
     found = []
-    for lb in balancers:
-        arn = str(lb["LoadBalancerArn"])
-        tag = owner.matching_tag(tags.get(arn, {}))
+    for ident, resource in zip(ids, resources, strict=True):
+        tag = owner.matching_tag(tags.get(ident, {}))
         if tag is not None:
-            state = lb.get("State", {}).get("Code", "?")
-            found.append(
-                Leftover(
-                    "load balancer",
-                    arn,
-                    f"{lb.get('Type', '?')}, {state}, {lb.get('DNSName', '-')}",
-                    tag,
-                    owner.aws(f"elbv2 delete-load-balancer --load-balancer-arn {arn}"),
-                )
-            )
-    return found
-
-
-def target_groups(elbv2: Any, owner: Owner) -> list[Leftover]:
-    """Target groups."""
-    groups = [tg for page in _pages(elbv2, "describe_target_groups") for tg in page["TargetGroups"]]
-    tags = _elbv2_tags(elbv2, [str(tg["TargetGroupArn"]) for tg in groups])
-    found = []
-    for group in groups:
-        arn = str(group["TargetGroupArn"])
-        tag = owner.matching_tag(tags.get(arn, {}))
-        if tag is not None:
-            used_by = len(group.get("LoadBalancerArns", []))
-            found.append(
-                Leftover(
-                    "target group",
-                    arn,
-                    f"{group.get('TargetType', '?')} targets, {used_by} load balancers",
-                    tag,
-                    owner.aws(f"elbv2 delete-target-group --target-group-arn {arn}"),
-                )
-            )
-    return found
-
-
-def file_systems(fsx: Any, owner: Owner) -> list[Leftover]:
-    """FSx file systems."""
-    found = []
-    for page in _pages(fsx, "describe_file_systems"):
-        for system in page["FileSystems"]:
-            tag = owner.matching_tag(_tags(system.get("Tags")))
-            if tag is None:
-                continue
-            ident = str(system["FileSystemId"])
-            found.append(
-                Leftover(
-                    "FSx file system",
-                    ident,
-                    f"{system.get('FileSystemType', '?')}, {system.get('Lifecycle', '?')}",
-                    tag,
-                    owner.aws(f"fsx delete-file-system --file-system-id {ident}"),
-                )
-            )
+            command = owner.aws(kind.removal.format(id=ident))
+            found.append(Leftover(kind.title, ident, kind.detail(resource), tag, command))
     return found
 
 
@@ -293,17 +256,17 @@ class LeftoverClients:
 
 def find_leftovers(clients: LeftoverClients, owner: Owner) -> list[Leftover]:
     """Every resource of the platform still in the account, in an order they can be removed."""
-    listings: list[tuple[str, str, Callable[[Any, Owner], list[Leftover]], Any]] = [
-        ("instances", "EC2", instances, clients.ec2),
-        ("load balancers", "Elastic Load Balancing", load_balancers, clients.elbv2),
-        ("target groups", "Elastic Load Balancing", target_groups, clients.elbv2),
-        ("FSx file systems", "FSx", file_systems, clients.fsx),
-        ("network interfaces", "EC2", network_interfaces, clients.ec2),
-        ("volumes", "EC2", volumes, clients.ec2),
-        ("security groups", "EC2", security_groups, clients.ec2),
+    listings: list[tuple[str, str, _Kind, Any]] = [
+        ("instances", "EC2", _INSTANCES, clients.ec2),
+        ("load balancers", "Elastic Load Balancing", _LOAD_BALANCERS, clients.elbv2),
+        ("target groups", "Elastic Load Balancing", _TARGET_GROUPS, clients.elbv2),
+        ("FSx file systems", "FSx", _FILE_SYSTEMS, clients.fsx),
+        ("network interfaces", "EC2", _NETWORK_INTERFACES, clients.ec2),
+        ("volumes", "EC2", _VOLUMES, clients.ec2),
+        ("security groups", "EC2", _SECURITY_GROUPS, clients.ec2),
     ]
     found: list[Leftover] = []
-    for what, service, listing, client in listings:
+    for what, service, kind, client in listings:
         with aws_errors(f"list the {what} in {owner.region}", service):
-            found += listing(client, owner)
+            found += _listing(client, owner, kind)
     return found

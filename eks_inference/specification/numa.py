@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from eks_inference.specification.node_pools import NodePool, TopologyManagerPolicy
 
 
-
 @dataclass(frozen=True)
 class TopologyPolicy:
     """The kubelet's topology manager policy and scope for a pool's nodes, and why.

@@ -14,7 +14,7 @@ import yaml
 from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.catalog.spot_prices import SPOT_PRICES
 from eks_inference.charts.context import RenderContext
-from eks_inference.charts.serving import serving_engine
+from eks_inference.charts.serving import ServerInputs, serving_engine
 from eks_inference.engines.kserve.options import serverless_of
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.plan import plan_platform
@@ -112,7 +112,7 @@ def test_ray_serve_reaches_zero_after_its_downscale_delay_and_the_worker_idle_ti
     assert deployment.scale_to_zero is not None
     # The two delays as the RayService renders them.
     content = serving_engine(spec).server(
-        spec, platform.placement(spec), CONTEXT, weights=_Claim(), artifacts=None, route=None
+        ServerInputs(spec, platform.placement(spec), CONTEXT, _Claim(), None, None)
     )
     (service,) = (o for o in content.objects if o["kind"] == "RayService")
     cluster = service["spec"]["rayClusterConfig"]

@@ -21,7 +21,6 @@ from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
 from eks_inference.charts import pod, server_deployment, vllm_server
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
-from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import (
     api_object,
@@ -37,8 +36,8 @@ from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
     MetricsTarget,
+    ServerInputs,
     ServingEngine,
-    WeightsVolume,
 )
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.engines.kserve import observed as kserve_observed
@@ -55,8 +54,7 @@ from eks_inference.observability.observed import (
 from eks_inference.observability.signals import matchers
 from eks_inference.specification.capabilities import ScalesToZero
 from eks_inference.specification.deployment import ModelDeploymentSpec
-from eks_inference.specification.platform import Placement
-from eks_inference.specification.routes import Route, idle_timeout_seconds
+from eks_inference.specification.routes import idle_timeout_seconds
 from eks_inference.specification.startup_budget import (
     NODE_AND_IMAGE_SECONDS,
     model_load_seconds,
@@ -65,7 +63,7 @@ from eks_inference.specification.startup_budget import (
 from eks_inference.specification.validation import Problems, Rule
 
 if TYPE_CHECKING:
-    from eks_inference.charts.mountpoint import MountpointVolume
+    pass
 
 COMPONENT = "kserve"
 KSERVE_API_VERSION = "serving.kserve.io/v1beta1"
@@ -258,16 +256,15 @@ class KServeEngine(ServingEngine):
     def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
         return True
 
-    def server(
-        self,
-        spec: ModelDeploymentSpec,
-        placement: Placement,
-        context: RenderContext,
-        *,
-        weights: WeightsVolume | None,
-        artifacts: MountpointVolume | None,
-        route: Route | None,
-    ) -> ChartObjects:
+    def server(self, given: ServerInputs) -> ChartObjects:
+        spec, placement, context, weights, artifacts, route = (
+            given.spec,
+            given.placement,
+            given.context,
+            given.weights,
+            given.artifacts,
+            given.route,
+        )
         loader = loader_of(spec)
         loader.check_volume(spec, given=weights is not None)
         labels = object_labels(spec, COMPONENT)

@@ -20,7 +20,6 @@ from eks_inference import metrics, names, versions
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod, shipped, vllm_server
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
-from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import api_object, metadata, object_labels, service_account
 from eks_inference.charts.model_server import keep_alive_seconds
@@ -30,8 +29,8 @@ from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
     MetricsTarget,
+    ServerInputs,
     ServingEngine,
-    WeightsVolume,
 )
 from eks_inference.engines.rayservice import pods as ray_pods
 from eks_inference.engines.rayservice.pods import (
@@ -52,13 +51,11 @@ from eks_inference.serve.api_key_auth import API_KEY_ENV
 from eks_inference.serve.image import NEURON_RAY_IMAGE
 from eks_inference.specification.capabilities import ReadsVolumesAs, ScalesToZero
 from eks_inference.specification.deployment import ModelDeploymentSpec
-from eks_inference.specification.platform import Placement
-from eks_inference.specification.routes import Route
 from eks_inference.specification.startup_budget import rollout_seconds
 from eks_inference.versions import RAY_VERSION
 
 if TYPE_CHECKING:
-    from eks_inference.charts.mountpoint import MountpointVolume
+    pass
 
 COMPONENT = "rayservice"
 RAY_API_VERSION = "ray.io/v1"
@@ -176,16 +173,15 @@ class RayServiceEngine(ServingEngine):
     def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
         return True
 
-    def server(
-        self,
-        spec: ModelDeploymentSpec,
-        placement: Placement,
-        context: RenderContext,
-        *,
-        weights: WeightsVolume | None,
-        artifacts: MountpointVolume | None,
-        route: Route | None,
-    ) -> ChartObjects:
+    def server(self, given: ServerInputs) -> ChartObjects:
+        spec, placement, context, weights, artifacts, route = (
+            given.spec,
+            given.placement,
+            given.context,
+            given.weights,
+            given.artifacts,
+            given.route,
+        )
         if weights is None:
             raise ValueError(
                 f"deployment {spec.name!r}: Ray Serve workers read weights from a Mountpoint "

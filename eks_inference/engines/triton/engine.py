@@ -33,10 +33,7 @@ from eks_inference.charts.model_server import (
     WEIGHTS_ROLE,
     keep_alive_seconds,
 )
-from eks_inference.charts.serving import (
-    ChartObjects,
-    WeightsVolume,
-)
+from eks_inference.charts.serving import ChartObjects, ServerInputs, WeightsVolume
 from eks_inference.engines.triton import observed as triton_observed
 from eks_inference.engines.triton.options import (
     TritonOptions,
@@ -301,16 +298,14 @@ class TritonEngine(server_deployment.DeploymentEngine):
             ),
         )
 
-    def server(
-        self,
-        spec: ModelDeploymentSpec,
-        placement: Placement,
-        context: RenderContext,
-        *,
-        weights: WeightsVolume | None,
-        artifacts: MountpointVolume | None,
-        route: Route | None,
-    ) -> ChartObjects:
+    def server(self, given: ServerInputs) -> ChartObjects:
+        spec, placement, context, weights, route = (
+            given.spec,
+            given.placement,
+            given.context,
+            given.weights,
+            given.route,
+        )
         if weights is None:
             raise ValueError(
                 f"deployment {spec.name!r}: Triton reads the LLM and its tokenizer from the "

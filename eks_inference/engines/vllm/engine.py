@@ -29,10 +29,7 @@ from eks_inference.charts.model_server import (
     ARTIFACTS_ROLE,
     keep_alive_seconds,
 )
-from eks_inference.charts.serving import (
-    ChartObjects,
-    WeightsVolume,
-)
+from eks_inference.charts.serving import ChartObjects, ServerInputs, WeightsVolume
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.observed import DeploymentKind, EngineMetrics
@@ -205,16 +202,15 @@ class VllmEngine(server_deployment.DeploymentEngine):
         reads = frozenset({"scaling.min_replicas", "scaling.max_replicas", "scaling.autoscale"})
         return (Rule(reads, fixed_unless_autoscaled),)
 
-    def server(
-        self,
-        spec: ModelDeploymentSpec,
-        placement: Placement,
-        context: RenderContext,
-        *,
-        weights: WeightsVolume | None,
-        artifacts: MountpointVolume | None,
-        route: Route | None,
-    ) -> ChartObjects:
+    def server(self, given: ServerInputs) -> ChartObjects:
+        spec, placement, context, weights, artifacts, route = (
+            given.spec,
+            given.placement,
+            given.context,
+            given.weights,
+            given.artifacts,
+            given.route,
+        )
         loader = loader_of(spec)
         loader.check_volume(spec, given=weights is not None)
         labels = object_labels(spec, COMPONENT)

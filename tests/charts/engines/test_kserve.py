@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from eks_inference import names
 from eks_inference.charts.render import render_platform
-from eks_inference.charts.serving import engine_needs, serving_engine
+from eks_inference.charts.serving import ServerInputs, engine_needs, serving_engine
 from eks_inference.charts.vllm_server import vllm_server_args
 from eks_inference.engines.kserve import engine as kserve
 from eks_inference.engines.kserve.knative import (
@@ -206,12 +206,9 @@ def test_scaling_and_cold_start_settings_come_from_the_spec() -> None:
 def test_the_contract_records_what_the_objects_need() -> None:
     spec = _spec()
     content = serving_engine(spec).server(
-        spec,
-        _platform().placement(spec),
-        CONTEXT,
-        weights=None,
-        artifacts=None,
-        route=_platform().routes()[spec.name],
+        ServerInputs(
+            spec, _platform().placement(spec), CONTEXT, None, None, _platform().routes()[spec.name]
+        )
     )
     needs = content.needs
     kinds = {o["kind"] for o in content.objects}

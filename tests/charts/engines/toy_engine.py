@@ -20,7 +20,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import pod, server_deployment, vllm_server
-from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import (
     api_object,
@@ -35,20 +34,23 @@ from eks_inference.charts.model_server import (
     OPENAI_PORT,
     WEIGHTS_ROLE,
 )
-from eks_inference.charts.serving import Backend, ChartObjects, ServingEngine, WeightsVolume
+from eks_inference.charts.serving import (
+    Backend,
+    ChartObjects,
+    ServerInputs,
+    ServingEngine,
+)
 from eks_inference.names import INFERENCE_NAMESPACE, service_account_name
 from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
 from eks_inference.serve.api_key_auth import HEALTH_PATH
 from eks_inference.specification.capabilities import ServesExtraApiPaths
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engines import engine_options
-from eks_inference.specification.platform import Placement
-from eks_inference.specification.routes import Route
 from eks_inference.specification.validation import Problems, Rule
 from eks_inference.versions import VLLM_GPU_IMAGE
 
 if TYPE_CHECKING:
-    from eks_inference.charts.mountpoint import MountpointVolume
+    pass
 
 COMPONENT = "toy"
 GRACE_SECONDS = server_deployment.TERMINATION_GRACE_S
@@ -111,16 +113,13 @@ class ToyEngine(ServingEngine):
     def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
         return (f"{spec.name}-toy",)
 
-    def server(
-        self,
-        spec: ModelDeploymentSpec,
-        placement: Placement,
-        context: RenderContext,
-        *,
-        weights: WeightsVolume | None,
-        artifacts: MountpointVolume | None,
-        route: Route | None,
-    ) -> ChartObjects:
+    def server(self, given: ServerInputs) -> ChartObjects:
+        spec, placement, context, weights = (
+            given.spec,
+            given.placement,
+            given.context,
+            given.weights,
+        )
         assert weights is not None, "the toy engine reads weights through Mountpoint only"
         labels = object_labels(spec, COMPONENT)
         account = service_account_name(spec.name)
