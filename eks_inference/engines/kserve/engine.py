@@ -257,14 +257,7 @@ class KServeEngine(ServingEngine):
         return True
 
     def server(self, given: ServerInputs) -> ChartObjects:
-        spec, placement, context, weights, artifacts, route = (
-            given.spec,
-            given.placement,
-            given.context,
-            given.weights,
-            given.artifacts,
-            given.route,
-        )
+        spec, placement, context, weights, artifacts, route = given
         loader = loader_of(spec)
         loader.check_volume(spec, given=weights is not None)
         labels = object_labels(spec, COMPONENT)

@@ -174,14 +174,7 @@ class RayServiceEngine(ServingEngine):
         return True
 
     def server(self, given: ServerInputs) -> ChartObjects:
-        spec, placement, context, weights, artifacts, route = (
-            given.spec,
-            given.placement,
-            given.context,
-            given.weights,
-            given.artifacts,
-            given.route,
-        )
+        spec, placement, context, weights, artifacts, route = given
         if weights is None:
             raise ValueError(
                 f"deployment {spec.name!r}: Ray Serve workers read weights from a Mountpoint "

@@ -299,13 +299,7 @@ class TritonEngine(server_deployment.DeploymentEngine):
         )
 
     def server(self, given: ServerInputs) -> ChartObjects:
-        spec, placement, context, weights, route = (
-            given.spec,
-            given.placement,
-            given.context,
-            given.weights,
-            given.route,
-        )
+        spec, placement, context, weights, _, route = given
         if weights is None:
             raise ValueError(
                 f"deployment {spec.name!r}: Triton reads the LLM and its tokenizer from the "

@@ -114,12 +114,7 @@ class ToyEngine(ServingEngine):
         return (f"{spec.name}-toy",)
 
     def server(self, given: ServerInputs) -> ChartObjects:
-        spec, placement, context, weights = (
-            given.spec,
-            given.placement,
-            given.context,
-            given.weights,
-        )
+        spec, placement, context, weights, _, _ = given
         assert weights is not None, "the toy engine reads weights through Mountpoint only"
         labels = object_labels(spec, COMPONENT)
         account = service_account_name(spec.name)
