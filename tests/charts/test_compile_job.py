@@ -61,8 +61,9 @@ from eks_inference.versions import (
     NEURON_SDK_VERSION,
     NEURON_VLLM_IMAGE,
 )
-from tests.charts.conftest import CONTEXT, REPO, Rendered
-from tests.charts.helpers import of_kind, one, pod_templates, serve_config, serving_objects
+from tests.helpers.objects import of_kind, one, pod_templates, serve_config, serving_objects
+from tests.helpers.platforms import REPO
+from tests.helpers.rendered import CONTEXT, Rendered
 
 # One shape served by both engines: the compile job must be the same for both, and agree
 # with each server.

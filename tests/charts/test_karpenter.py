@@ -13,7 +13,6 @@ import copy
 import dataclasses
 import math
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -58,10 +57,10 @@ from eks_inference.specification.node_pools import (
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
 from eks_inference.versions import KUBERNETES_VERSION
-from tests.charts.conftest import CONTEXT, REFERENCE_PLATFORM, variants_spec
-from tests.charts.helpers import crd_validator, schema_errors
+from tests.helpers.objects import crd_validator, schema_errors
+from tests.helpers.platforms import CRDS, REFERENCE_PLATFORM
+from tests.helpers.rendered import CONTEXT, variants_spec
 
-CRDS = Path(__file__).resolve().parents[1] / "crds"
 NODE_POOL_CRD = CRDS / "karpenter.sh_nodepools.yaml"
 NODE_CLASS_CRD = CRDS / "karpenter.k8s.aws_ec2nodeclasses.yaml"
 RESERVATION = "cr-0123456789abcdef0"

@@ -13,8 +13,8 @@ from eks_inference.catalog import INSTANCE_TYPES, sizing
 from eks_inference.charts import kv_offload
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.versions import LMCACHE_VLLM_IMAGE
-from tests.charts.conftest import Rendered
-from tests.charts.helpers import PodTemplate, pod_templates
+from tests.helpers.objects import PodTemplate, pod_templates
+from tests.helpers.rendered import Rendered
 
 _BASE: dict[str, Any] = {
     "name": "m",

@@ -16,9 +16,8 @@ from eks_inference.names import GRAFANA_DASHBOARD_LABEL, INFERENCE_NAMESPACE
 from eks_inference.observability.signals import DEPLOYMENT_LABEL, signals_of
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
-from tests.charts.conftest import Rendered
-from tests.charts.helpers import crd_validator, of_kind, schema_errors
-from tests.charts.observed import (
+from tests.helpers.objects import crd_validator, of_kind, schema_errors
+from tests.helpers.observed import (
     AUTOSCALED,
     PODMONITOR_CRD,
     PROMETHEUSRULE_CRD,
@@ -31,6 +30,7 @@ from tests.charts.observed import (
     sanitized,
     selects,
 )
+from tests.helpers.rendered import Rendered
 
 ALERTS = {
     "InferenceQueueGrowing",

@@ -14,8 +14,8 @@ from eks_inference.charts.mountpoint import (
 )
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.versions import KUBERNETES_VERSION
-from tests.charts.conftest import CONTEXT, Rendered
-from tests.charts.helpers import of_kind
+from tests.helpers.objects import of_kind
+from tests.helpers.rendered import CONTEXT, Rendered
 
 
 def _pairs(rendered: Rendered) -> list[tuple[dict[str, Any], dict[str, Any]]]:

@@ -31,7 +31,7 @@ from eks_inference.engines.rayservice.pods import HEAD_COMPONENT, RAY_METRICS_PO
 from eks_inference.engines.vllm.engine import COMPONENT as VLLM_COMPONENT
 from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE, INSTANCE_LABEL
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.conftest import CONTEXT, Rendered
+from tests.helpers.rendered import CONTEXT, Rendered
 
 Json = dict[str, Any]
 

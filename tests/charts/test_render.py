@@ -37,7 +37,8 @@ from eks_inference.output.directory import (
 )
 from eks_inference.serve.image import asset_image_uri
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.conftest import CONTEXT, REPO, Rendered
+from tests.helpers.platforms import REPO
+from tests.helpers.rendered import CONTEXT, Rendered
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -15,8 +15,7 @@ from eks_inference.cli.inputs import load_platform
 from eks_inference.cli.plan_render import platform_markdown
 from eks_inference.ops import plan
 from eks_inference.specification.deployment import ModelDeploymentSpec
-
-from .conftest import REFERENCE_PLATFORM, REPO_ROOT
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
 Cli = Callable[..., Result]
 
@@ -212,7 +211,7 @@ def test_markdown_is_written_and_deterministic(cli: Cli, tmp_path: Path) -> None
 
 def test_committed_plan_is_fresh() -> None:
     """k8s_manifests/PLAN.md is what `make synth` writes from deployments.yaml now."""
-    committed = REPO_ROOT / "k8s_manifests" / "PLAN.md"
+    committed = REPO / "k8s_manifests" / "PLAN.md"
     assert committed.exists(), "k8s_manifests/PLAN.md is missing; run `make synth`"
     expected = platform_markdown(
         plan.plan_platform(load_platform(REFERENCE_PLATFORM)), REFERENCE_PLATFORM.name

@@ -21,8 +21,7 @@ from eks_inference.catalog.spot_prices import (
 from eks_inference.ops.plan import plan_platform
 from eks_inference.ops.quotas import vcpu_quota
 from eks_inference.specification.platform import PlatformSpec
-
-from .conftest import REFERENCE_PLATFORM
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
 
 def _platform_file(tmp_path: Path, **pools: dict[str, Any]) -> Path:

@@ -5,7 +5,6 @@ idle hours."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,8 @@ from eks_inference.ops.scale_to_zero import (
 )
 from eks_inference.specification.cold_start import cold_start
 from eks_inference.specification.platform import PlatformSpec
+from tests.helpers.platforms import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "kserve-platform.yaml"
 REFERENCE = REPO / "deployments.yaml"
 CONTEXT = RenderContext(bucket_name="b", region="us-east-1", neuron_ray_image="")

@@ -14,7 +14,7 @@ from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.provisioning import NodeProvisioning
 from eks_inference.stacks import build_app
-from tests.conftest import REFERENCE_PLATFORM
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
 PLATFORM = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
 

@@ -21,8 +21,9 @@ from eks_inference.charts.render import render_platform
 from eks_inference.serve.image import asset_image_uri
 from eks_inference.specification.node_pools import Taint
 from eks_inference.specification.platform import PlatformSpec
-from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
-from tests.stacks.deployed import DeployedDeployment, Statement, deployed, statements
+from tests.helpers.deployed import DeployedDeployment, Statement, deployed, statements
+from tests.helpers.platforms import REFERENCE_PLATFORM
+from tests.helpers.synthesis import STACK_NAME, Synthesized
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
 

@@ -18,8 +18,8 @@ import yaml
 from typer.testing import CliRunner
 
 from eks_inference.cli.main import app as cli
-from tests.conftest import REFERENCE_PLATFORM, REPO
-from tests.hostile_platforms import run_measured, write_hostile_platforms
+from tests.helpers.hostile_platforms import run_measured, write_hostile_platforms
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
 # Every test runs the app in processes of its own and shares no synthesized app, so the tests
 # are spread over the workers rather than grouped.

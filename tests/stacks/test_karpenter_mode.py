@@ -30,8 +30,9 @@ from eks_inference.names import NODE_POOL_LABEL
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.stacks import build_app
-from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized, lint_all
-from tests.stacks.deployed import MANIFEST_TYPE, deployed
+from tests.helpers.deployed import MANIFEST_TYPE, deployed
+from tests.helpers.platforms import REFERENCE_PLATFORM
+from tests.helpers.synthesis import STACK_NAME, Synthesized, lint_all
 
 MANAGED = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
 KARPENTER = MANAGED.with_node_provisioning("karpenter")

@@ -18,9 +18,10 @@ from eks_inference.catalog import Accelerator
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.numa import pool_policy
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.helpers import crd_validator, schema_errors
-from tests.conftest import REPO, STACK_NAME, Synthesized, cfn_lint_errors, example_group
-from tests.stacks.deployed import MANIFEST_TYPE
+from tests.helpers.deployed import MANIFEST_TYPE
+from tests.helpers.objects import crd_validator, schema_errors
+from tests.helpers.platforms import REPO
+from tests.helpers.synthesis import STACK_NAME, Synthesized, cfn_lint_errors, example_group
 
 EXAMPLE_FILE = REPO / "examples" / "loaders.yaml"
 EXAMPLE = PlatformSpec.from_yaml(EXAMPLE_FILE)

@@ -20,7 +20,7 @@ from matplotlib.transforms import Bbox
 from eks_inference.observability.dashboards.picture import render
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.conftest import REFERENCE_PLATFORM
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
 _REFERENCE = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
 # The README's picture, and a deployment on Inferentia2, whose panels differ.
