@@ -9,13 +9,11 @@ CLI's ``s3://`` URIs (``upload``, and ``preflight`` through the platform file).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from aws_cdk import App, Stack
 from aws_cdk import aws_iam as iam
-from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from eks_inference.aws_types import key_prefix_problem, suggested_key_prefix
@@ -24,30 +22,19 @@ from eks_inference.cli.main import app as cli_app
 from eks_inference.constructs.model_bucket import ModelBucket
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.s3uri import parse_prefix_uri
-from eks_inference.specification.platform import PlatformSpec
-from tests.helpers.platforms import REFERENCE_PLATFORM
+from tests.helpers.errors import errors_of
+from tests.helpers.platforms import reference
 
 # '*' and '?' are IAM wildcards, '${...}' a policy variable.
 PATTERN_PREFIXES = ["*/", "models/*/", "models/llama*/", "models/${aws:username}/", "{x}/"]
 INFERENTIA = 0  # the reference platform's Inferentia2 deployment, which compiles artifacts
 
 
-def reference() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(REFERENCE_PLATFORM.read_text())
-    return data
-
-
-def platform_errors(data: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ValidationError) as raised:
-        PlatformSpec.model_validate(data)
-    return {".".join(map(str, e["loc"])): e["msg"] for e in raised.value.errors()}
-
-
 @pytest.mark.parametrize("prefix", PATTERN_PREFIXES)
 def test_a_weights_prefix_with_an_iam_pattern_character_is_refused(prefix: str) -> None:
     data = reference()
     data["deployments"][1]["weights"]["prefix"] = prefix
-    message = platform_errors(data)["deployments.1.weights.prefix"]
+    message = errors_of(data)["deployments.1.weights.prefix"]
     assert message.startswith(f"prefix {prefix!r} has ")
     assert "which IAM reads as a wildcard or policy variable" in message
     assert "write the prefix literally, e.g. " in message
@@ -57,7 +44,7 @@ def test_a_weights_prefix_with_an_iam_pattern_character_is_refused(prefix: str) 
 def test_a_compiled_artifacts_prefix_with_an_iam_pattern_character_is_refused(prefix: str) -> None:
     data = reference()
     data["deployments"][INFERENTIA]["neuron"]["compiled_artifacts_prefix"] = prefix
-    errors = platform_errors(data)
+    errors = errors_of(data)
     message = errors[f"deployments.{INFERENTIA}.neuron.compiled_artifacts_prefix"]
     assert message.startswith(f"compiled artifacts prefix {prefix!r} has ")
     assert "which IAM reads as a wildcard or policy variable" in message

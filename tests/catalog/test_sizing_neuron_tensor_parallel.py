@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from eks_inference.catalog import GIB, INSTANCE_TYPES, MODELS, ModelArchitecture, sizing
@@ -22,6 +21,7 @@ from eks_inference.cli.main import app
 from eks_inference.ops import plan
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
+from tests.helpers.errors import errors_of
 
 INF2 = INSTANCE_TYPES["inf2.48xlarge"]
 LLAMA_70B = MODELS["llama-3.1-70b"].architecture
@@ -100,14 +100,10 @@ def _neuron_70b(**overrides: Any) -> dict[str, Any]:
     return raw
 
 
-def _messages(raw: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ValidationError) as raised:
-        ModelDeploymentSpec.model_validate(raw)
-    return {".".join(map(str, e["loc"])): e["msg"] for e in raised.value.errors()}
-
-
 def test_tp_8_does_not_hold_llama_70b_and_the_error_names_tp_24() -> None:
-    message = _messages(_neuron_70b(tensor_parallel_size=8))["tensor_parallel_size"]
+    message = errors_of(_neuron_70b(tensor_parallel_size=8), ModelDeploymentSpec)[
+        "tensor_parallel_size"
+    ]
     assert "use tensor_parallel_size 24" in message
 
 
@@ -116,7 +112,9 @@ def test_the_padding_and_replicated_kv_cache_decide_the_fit() -> None:
     # fit; with 24 KV heads a sequence caches 3.75 GiB and only 55 fit beside the weights.
     assert sizing.max_num_seqs_that_fit(LLAMA_70B, INF2, 24, 4096) == 55
     ModelDeploymentSpec.model_validate(_neuron_70b(limits={"max_num_seqs": 55}))
-    message = _messages(_neuron_70b(limits={"max_num_seqs": 56}))["tensor_parallel_size"]
+    message = errors_of(_neuron_70b(limits={"max_num_seqs": 56}), ModelDeploymentSpec)[
+        "tensor_parallel_size"
+    ]
     assert "7.5 GiB of padded and replicated heads" in message
     assert "max_num_seqs <= 55" in message
 

@@ -57,8 +57,9 @@ from eks_inference.specification.node_pools import (
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.startup_budget import model_load_seconds, rollout_seconds
 from eks_inference.versions import KUBERNETES_VERSION
+from tests.helpers.errors import errors_by_field
 from tests.helpers.objects import crd_validator, schema_errors
-from tests.helpers.platforms import CRDS, REFERENCE_PLATFORM
+from tests.helpers.platforms import CRDS, REFERENCE_PLATFORM, reference
 from tests.helpers.rendered import CONTEXT, variants_spec
 
 NODE_POOL_CRD = CRDS / "karpenter.sh_nodepools.yaml"
@@ -410,7 +411,7 @@ def _pod(needs: dict[str, PlatformNeeds], deployment: str, kind: str) -> PodNeed
 def _errors(platform: PlatformSpec, offers: tuple[NodeOffer, ...]) -> dict[str, str]:
     with pytest.raises(ValidationError) as raised:
         check_schedulable(platform, _needs(platform), offers)
-    return {".".join(map(str, e["loc"])): e["msg"] for e in raised.value.errors()}
+    return errors_by_field(raised.value)
 
 
 def _karpenter_offers_after(
@@ -607,7 +608,7 @@ def test_manifests_hold_the_karpenter_objects_only_in_karpenter_mode() -> None:
     ],
 )
 def test_platform_rules_of_each_mode(edit: dict[str, Any], field: str, message: str) -> None:
-    data: dict[str, Any] = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+    data: dict[str, Any] = reference()
     for key in ("node_provisioning", "cluster_name"):
         if key in edit:
             data[key] = edit[key]
@@ -615,7 +616,7 @@ def test_platform_rules_of_each_mode(edit: dict[str, Any], field: str, message: 
     data["node_pools"][2].update(edit.get("gpu", {}))
     with pytest.raises(ValidationError) as raised:
         PlatformSpec.model_validate(data)
-    errors = {".".join(map(str, e["loc"])): e["msg"] for e in raised.value.errors()}
+    errors = errors_by_field(raised.value)
     assert message in errors[field], errors
 
 

@@ -17,7 +17,7 @@ from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.numa import TOPOLOGY_POLICIES, family_policy, pool_policy
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.cli import run_cli
-from tests.helpers.errors import one_line_error
+from tests.helpers.errors import errors_by_field, one_line_error
 
 
 def _pool(instance_type: str) -> NodePool:
@@ -119,7 +119,7 @@ def test_a_gpu_replica_across_numa_nodes_is_refused(tmp_path: Path) -> None:
     data = _platform("g6e.48xlarge", 8)
     with pytest.raises(ValidationError) as caught:
         PlatformSpec.model_validate(data)
-    errors = {".".join(map(str, e["loc"])): e["msg"] for e in caught.value.errors()}
+    errors = errors_by_field(caught.value)
     message = errors["deployments.0.tensor_parallel_size"]
     assert "spans the NUMA nodes of g6e.48xlarge" in message
     assert "use tensor_parallel_size 1 or 2 or 4, or topology_manager_policy" in message

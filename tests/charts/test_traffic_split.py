@@ -18,7 +18,7 @@ from eks_inference.charts.render import SPLITS_FILE, render_files, split_chart
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.charts.test_ingress import DOCUMENTED_ANNOTATION_TEMPLATES, DOCUMENTED_ANNOTATIONS
-from tests.helpers.platforms import EXAMPLES_DIR
+from tests.helpers.platforms import EXAMPLES_DIR, platform_data
 from tests.helpers.rendered import CONTEXT
 
 EXAMPLE = EXAMPLES_DIR / "triton-canary.yaml"
@@ -43,8 +43,7 @@ TARGET_GROUP_FIELDS = frozenset(
 
 
 def data() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
-    return loaded
+    return platform_data(EXAMPLE)
 
 
 @cache

@@ -23,7 +23,7 @@ from eks_inference.ops.served_models import MAX_RESPONSE_BYTES, models_endpoint
 from eks_inference.specification.platform import PlatformSpec
 from tests.cli.conftest import DRIP_INTERVAL_S
 from tests.helpers.errors import one_line_error
-from tests.helpers.platforms import REFERENCE_PLATFORM
+from tests.helpers.platforms import reference
 
 KEY = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL"
 MODELS = {
@@ -326,7 +326,7 @@ def test_a_platform_file_exposing_to_the_internet_without_tls_is_refused(
     cli: Callable[..., Result], tmp_path: Path
 ) -> None:
     """What ``cdk synth`` (app.py) and every command reading the file do with it."""
-    data = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+    data = reference()
     data["endpoint"] = {"scheme": "internet-facing", "source_cidrs": ["203.0.113.0/24"]}
     platform = tmp_path / "deployments.yaml"
     platform.write_text(yaml.safe_dump(data))

@@ -11,13 +11,13 @@ import yaml
 
 from tests.helpers.cli import run_cli
 from tests.helpers.errors import one_line_error
-from tests.helpers.platforms import REPO
+from tests.helpers.platforms import REPO, platform_data
 
 EXAMPLE = REPO / "examples" / "kserve-platform.yaml"
 
 
 def _example_with(edit: Callable[[dict[str, Any]], None]) -> str:
-    data = yaml.safe_load(EXAMPLE.read_text())
+    data = platform_data(EXAMPLE)
     edit(data["deployments"][0])
     return yaml.safe_dump(data, sort_keys=False)
 

@@ -13,7 +13,7 @@ from typer.testing import Result
 from eks_inference.catalog import MODELS, sizing
 from tests.helpers.cli import run_cli
 from tests.helpers.errors import one_line_error
-from tests.helpers.platforms import EXAMPLES_DIR
+from tests.helpers.platforms import EXAMPLES_DIR, platform_data
 
 EXAMPLE = EXAMPLES_DIR / "lmcache.yaml"
 
@@ -49,7 +49,7 @@ def test_plan_prints_the_tokens_each_tier_holds(cli: Callable[..., Result]) -> N
 def test_a_tier_that_does_not_fit_is_bad_input(
     tmp_path: Path, kv_cache: dict[str, object], expected: tuple[str, ...]
 ) -> None:
-    platform = yaml.safe_load(EXAMPLE.read_text())
+    platform = platform_data(EXAMPLE)
     platform["deployments"][0]["kv_cache"] = kv_cache
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(platform))

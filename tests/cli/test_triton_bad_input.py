@@ -12,7 +12,7 @@ import yaml
 from typer.testing import Result
 
 from tests.helpers.errors import one_line_error
-from tests.helpers.platforms import EXAMPLES_DIR
+from tests.helpers.platforms import EXAMPLES_DIR, platform_data
 
 EXAMPLE = EXAMPLES_DIR / "triton-canary.yaml"
 
@@ -97,7 +97,7 @@ def test_bad_triton_and_split_input_exits_2(
     change: Callable[[dict[str, Any]], None],
     expected: tuple[str, ...],
 ) -> None:
-    data = yaml.safe_load(EXAMPLE.read_text())
+    data = platform_data(EXAMPLE)
     change(data)
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

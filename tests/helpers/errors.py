@@ -42,6 +42,16 @@ def errors_of(data: Any, model: type[BaseModel] = PlatformSpec) -> dict[str, str
     return errors_by_field(raised.value)
 
 
+def errors_if_invalid(data: Any, model: type[BaseModel] = PlatformSpec) -> dict[str, str]:
+    """:func:`errors_by_field` of ``model`` validating ``data``; empty when ``data`` is valid,
+    for a rule that must hold whether or not others fail."""
+    try:
+        model.model_validate(data)
+    except ValidationError as error:
+        return errors_by_field(error)
+    return {}
+
+
 def one_line_error(
     result: Result | subprocess.CompletedProcess[str], exit_code: int, *expected: str
 ) -> str:

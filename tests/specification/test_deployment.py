@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from eks_inference.specification.deployment import ModelDeploymentSpec
+from tests.helpers.errors import errors_of
 
 # Explicit architecture whose KV heads (12) TP 8 neither divides nor is a multiple of.
 _ODD_KV_MODEL = {
@@ -160,12 +161,7 @@ BAD_SPECS = [
 
 @pytest.mark.parametrize(("spec", "field", "fix"), BAD_SPECS)
 def test_bad_spec_names_field_and_fix(spec: dict[str, Any], field: str, fix: str) -> None:
-    with pytest.raises(ValidationError) as raised:
-        ModelDeploymentSpec.model_validate(spec)
-    messages = {
-        ".".join(str(part) for part in error["loc"]): error["msg"]
-        for error in raised.value.errors()
-    }
+    messages = errors_of(spec, ModelDeploymentSpec)
     assert field in messages, messages
     assert fix in messages[field]
 
@@ -177,10 +173,7 @@ def test_every_problem_is_reported_at_once() -> None:
         weights={"prefix": "models/llama", "loader": "runai_streamer"},
         neuron={},
     )
-    with pytest.raises(ValidationError) as raised:
-        ModelDeploymentSpec.model_validate(spec)
-    fields = {".".join(map(str, e["loc"])) for e in raised.value.errors()}
-    assert fields == {
+    assert set(errors_of(spec, ModelDeploymentSpec)) == {
         "tensor_parallel_size",
         "limits.block_size",
         "weights.prefix",

@@ -21,12 +21,8 @@ from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.neuron_overrides import ALLOWED_KEYS
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec
-from tests.helpers.platforms import REFERENCE_PLATFORM
-
-
-def reference() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(REFERENCE_PLATFORM.read_text())
-    return data
+from tests.helpers.errors import errors_by_field, errors_of
+from tests.helpers.platforms import reference, reference_deployment
 
 
 def from_yaml_errors(tmp_path: Path, data: dict[str, Any]) -> dict[str, str]:
@@ -35,31 +31,13 @@ def from_yaml_errors(tmp_path: Path, data: dict[str, Any]) -> dict[str, str]:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.raises(ValidationError) as raised:
         PlatformSpec.from_yaml(path)
-    return {".".join(map(str, e["loc"])): e["msg"] for e in raised.value.errors()}
-
-
-def spec_errors(spec: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ValidationError) as raised:
-        ModelDeploymentSpec.model_validate(spec)
-    return {".".join(map(str, e["loc"])): e["msg"] for e in raised.value.errors()}
-
-
-def inf2(**changes: Any) -> dict[str, Any]:
-    """The reference Llama-3-8B deployment on inf2.48xlarge, changed."""
-    spec: dict[str, Any] = reference()["deployments"][0]
-    spec.update(changes)
-    return spec
-
-
-def g6e(**changes: Any) -> dict[str, Any]:
-    """The reference Mistral-7B deployment on g6e.2xlarge (standalone vLLM), changed."""
-    spec: dict[str, Any] = reference()["deployments"][1]
-    spec.update(changes)
-    return spec
+    return errors_by_field(raised.value)
 
 
 def with_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
-    return inf2(neuron={**inf2()["neuron"], "overrides": overrides})
+    return reference_deployment(
+        0, neuron={**reference_deployment(0)["neuron"], "overrides": overrides}
+    )
 
 
 # Item 7: overrides are NeuronConfig keys, with NeuronConfig's types.
@@ -85,7 +63,7 @@ def test_an_unknown_override_is_refused_through_the_platform_file(tmp_path: Path
     ],
 )
 def test_an_override_of_what_the_spec_sets_names_the_field(key: str, field: str) -> None:
-    message = spec_errors(with_overrides({key: 8}))[f"neuron.overrides.{key}"]
+    message = errors_of(with_overrides({key: 8}), ModelDeploymentSpec)[f"neuron.overrides.{key}"]
     assert message.startswith(f"'{key}' is set from ")
     assert field in message
 
@@ -113,7 +91,7 @@ def test_an_override_of_what_the_spec_sets_names_the_field(key: str, field: str)
     ],
 )
 def test_an_override_of_the_wrong_type_is_refused(overrides: dict[str, Any], field: str) -> None:
-    assert field in spec_errors(with_overrides(overrides))
+    assert field in errors_of(with_overrides(overrides), ModelDeploymentSpec)
 
 
 def test_allowed_overrides_reach_the_neuron_plugin_unchanged() -> None:
@@ -130,7 +108,9 @@ def test_allowed_overrides_reach_the_neuron_plugin_unchanged() -> None:
 
 
 def test_override_buckets_beyond_max_model_len_are_refused() -> None:
-    errors = spec_errors(with_overrides({"context_encoding_buckets": [1024, 8192]}))
+    errors = errors_of(
+        with_overrides({"context_encoding_buckets": [1024, 8192]}), ModelDeploymentSpec
+    )
     assert (
         "buckets [8192] exceed max_model_len (4096)"
         in errors["neuron.overrides.context_encoding_buckets"]
@@ -143,18 +123,26 @@ def test_override_buckets_beyond_max_model_len_are_refused() -> None:
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        (g6e(limits={"max_model_len": 10**12}), "limits.max_model_len"),
-        (g6e(limits={"max_num_seqs": 10**9}), "limits.max_num_seqs"),
-        (g6e(scaling={"min_replicas": 10**6, "max_replicas": 10**6}), "scaling.max_replicas"),
-        (inf2(scaling={"target_ongoing_requests": 10**9}), "scaling.target_ongoing_requests"),
+        (reference_deployment(1, limits={"max_model_len": 10**12}), "limits.max_model_len"),
+        (reference_deployment(1, limits={"max_num_seqs": 10**9}), "limits.max_num_seqs"),
         (
-            inf2(neuron={"compiled_artifacts_prefix": "n/", "sequence_buckets": [2**40]}),
+            reference_deployment(1, scaling={"min_replicas": 10**6, "max_replicas": 10**6}),
+            "scaling.max_replicas",
+        ),
+        (
+            reference_deployment(0, scaling={"target_ongoing_requests": 10**9}),
+            "scaling.target_ongoing_requests",
+        ),
+        (
+            reference_deployment(
+                0, neuron={"compiled_artifacts_prefix": "n/", "sequence_buckets": [2**40]}
+            ),
             "neuron.sequence_buckets.0",
         ),
     ],
 )
 def test_absurd_counts_are_field_errors(spec: dict[str, Any], field: str) -> None:
-    assert field in spec_errors(spec)
+    assert field in errors_of(spec, ModelDeploymentSpec)
 
 
 def test_an_architecture_of_thousands_of_digits_is_a_field_error_not_an_overflow() -> None:
@@ -168,7 +156,10 @@ def test_an_architecture_of_thousands_of_digits_is_a_field_error_not_an_overflow
         "num_parameters": 10**400,
         "max_position_embeddings": 8192,
     }
-    errors = spec_errors(g6e(model={"id": "org/huge", "architecture": architecture}))
+    errors = errors_of(
+        reference_deployment(1, model={"id": "org/huge", "architecture": architecture}),
+        ModelDeploymentSpec,
+    )
     assert "model.architecture.num_parameters" in errors
 
 
@@ -215,14 +206,19 @@ def test_a_bad_bucket_name_does_not_hide_the_capacity_of_the_pools(tmp_path: Pat
 
 
 def test_a_bad_deployment_name_does_not_hide_its_rules() -> None:
-    errors = spec_errors(g6e(name="Mistral_7B", scaling={"min_replicas": 1, "max_replicas": 3}))
+    errors = errors_of(
+        reference_deployment(1, name="Mistral_7B", scaling={"min_replicas": 1, "max_replicas": 3}),
+        ModelDeploymentSpec,
+    )
     assert set(errors) == {"name", "scaling.max_replicas"}
 
 
 def test_a_field_that_failed_is_not_checked_again_as_its_default() -> None:
     # gpu_memory_utilization is refused on Neuron only when set: an invalid value is one error
     # (its range), not also read as the default by the rule.
-    errors = spec_errors(inf2(limits={"gpu_memory_utilization": 5}))
+    errors = errors_of(
+        reference_deployment(0, limits={"gpu_memory_utilization": 5}), ModelDeploymentSpec
+    )
     assert list(errors) == ["limits.gpu_memory_utilization"]
     assert "less than or equal to 0.98" in errors["limits.gpu_memory_utilization"]
 
@@ -274,15 +270,17 @@ def _assert_named_instances_fit(message: str, spec: dict[str, Any]) -> list[str]
 
 
 def test_a_model_that_fits_no_degree_names_the_instance_types_where_it_fits() -> None:
-    spec = g6e(model="llama-3.1-70b")
-    message = spec_errors(spec)["tensor_parallel_size"]
+    spec = reference_deployment(1, model="llama-3.1-70b")
+    message = errors_of(spec, ModelDeploymentSpec)["tensor_parallel_size"]
     assert "a larger instance type where it fits:" in message
     assert "g6e.2xlarge" not in _assert_named_instances_fit(message, spec)
 
 
 def test_an_invalid_degree_where_no_degree_fits_names_instance_types_not_degrees() -> None:
-    spec = g6e(model="llama-3.1-70b", instance_type="g6e.12xlarge", tensor_parallel_size=3)
-    message = spec_errors(spec)["tensor_parallel_size"]
+    spec = reference_deployment(
+        1, model="llama-3.1-70b", instance_type="g6e.12xlarge", tensor_parallel_size=3
+    )
+    message = errors_of(spec, ModelDeploymentSpec)["tensor_parallel_size"]
     assert "degrees that work" not in message
     assert "no degree of g6e.12xlarge holds this model" in message
     _assert_named_instances_fit(message, spec)
@@ -290,7 +288,9 @@ def test_an_invalid_degree_where_no_degree_fits_names_instance_types_not_degrees
 
 def test_degrees_that_work_are_degrees_that_hold_the_model() -> None:
     # TP 1 and 2 of inf2.48xlarge run Llama-3-8B but cannot hold it with a batch of 32 x 4096.
-    message = spec_errors(inf2(tensor_parallel_size=3))["tensor_parallel_size"]
+    message = errors_of(reference_deployment(0, tensor_parallel_size=3), ModelDeploymentSpec)[
+        "tensor_parallel_size"
+    ]
     assert message.endswith("degrees that work for this model on inf2.48xlarge: [4, 8, 24]")
 
 

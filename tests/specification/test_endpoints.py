@@ -7,8 +7,6 @@ import math
 from typing import Any
 
 import pytest
-import yaml
-from pydantic import ValidationError
 
 from eks_inference.catalog import sizing
 from eks_inference.specification.deployment import ModelDeploymentSpec
@@ -24,26 +22,16 @@ from eks_inference.specification.routes import (
     load_balancer_group,
     services,
 )
-from tests.helpers.platforms import REFERENCE_PLATFORM
+from tests.helpers.errors import errors_of
+from tests.helpers.platforms import REFERENCE_PLATFORM, reference
 
 CERTIFICATE = "arn:aws:acm:us-east-1:111122223333:certificate/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
-
-
-def reference() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(REFERENCE_PLATFORM.read_text())
-    return data
 
 
 def with_endpoint(**endpoint: Any) -> dict[str, Any]:
     data = reference()
     data["endpoint"] = endpoint
     return data
-
-
-def errors_of(data: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ValidationError) as raised:
-        PlatformSpec.model_validate(data)
-    return {".".join(map(str, e["loc"])): e["msg"] for e in raised.value.errors()}
 
 
 # -- the reference app ----------------------------------------------------------------------

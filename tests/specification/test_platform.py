@@ -5,22 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
-from pydantic import ValidationError
 
 from eks_inference.specification.platform import PlatformSpec
-from tests.helpers.platforms import REFERENCE_PLATFORM
-
-
-def reference() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(REFERENCE_PLATFORM.read_text())
-    return data
-
-
-def errors_of(data: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(ValidationError) as raised:
-        PlatformSpec.model_validate(data)
-    return {".".join(map(str, e["loc"])): e["msg"] for e in raised.value.errors()}
+from tests.helpers.errors import errors_of
+from tests.helpers.platforms import REFERENCE_PLATFORM, reference
 
 
 def test_reference_platform_places_every_deployment() -> None:

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from eks_inference import versions
 from eks_inference.cli.main import app as cli
 from eks_inference.specification.platform import PlatformSpec
-from tests.helpers.platforms import REFERENCE_PLATFORM
+from tests.helpers.errors import problems_of
+from tests.helpers.platforms import REFERENCE_PLATFORM, reference
 
 
 def _reference(**changes: Any) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+    data = reference()
     data.update(changes)
     return data
 
@@ -35,18 +35,9 @@ def _with_pools(count: int, **changes: Any) -> dict[str, Any]:
     return data
 
 
-def _errors(data: dict[str, Any]) -> list[tuple[str, str]]:
-    with pytest.raises(ValidationError) as raised:
-        PlatformSpec.model_validate(data)
-    return [
-        (".".join(str(p) for p in e["loc"]), e["msg"])
-        for e in raised.value.errors(include_url=False)
-    ]
-
-
 def test_an_unsupported_kubernetes_version_names_the_supported_ones() -> None:
     supported = ", ".join(sorted(versions.KUBERNETES_RELEASES))
-    assert _errors(_reference(kubernetes_version="9.99")) == [
+    assert problems_of(_reference(kubernetes_version="9.99")) == [
         ("kubernetes_version", f"Kubernetes 9.99 is not supported; use one of {supported}")
     ]
 
@@ -57,7 +48,7 @@ def test_every_pinned_kubernetes_version_is_accepted(version: str) -> None:
 
 
 def test_five_hundred_managed_node_pools_are_refused_at_node_pools() -> None:
-    ((loc, message),) = _errors(_with_pools(500))
+    ((loc, message),) = problems_of(_with_pools(500))
     assert loc == "node_pools"
     assert message.startswith(
         "the stack would have 3,100 resources, over CloudFormation's 500 per stack; its 500 "
@@ -67,12 +58,12 @@ def test_five_hundred_managed_node_pools_are_refused_at_node_pools() -> None:
 
 def test_the_most_node_pools_the_message_allows_fit() -> None:
     assert PlatformSpec.model_validate(_with_pools(66))
-    ((loc, _),) = _errors(_with_pools(67))
+    ((loc, _),) = problems_of(_with_pools(67))
     assert loc == "node_pools"
 
 
 def test_five_hundred_karpenter_pools_are_refused_by_template_size() -> None:
-    ((loc, message),) = _errors(_with_pools(500, node_provisioning="karpenter"))
+    ((loc, message),) = problems_of(_with_pools(500, node_provisioning="karpenter"))
     assert loc == "node_pools"
     assert "template would be about" in message
     assert "over CloudFormation's 1,000 KB per template" in message

@@ -13,16 +13,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import pytest
-import yaml
-from pydantic import ValidationError
-
 from eks_inference.charts.ingress import ingress
 from eks_inference.charts.render import split_chart
 from eks_inference.specification.cloudformation_limits import MAX_OUTPUTS
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import MAX_LISTENER_RULES, MAX_TARGET_GROUPS
-from tests.helpers.platforms import EXAMPLES_DIR, REFERENCE_PLATFORM
+from tests.helpers.errors import problems_of
+from tests.helpers.platforms import EXAMPLES_DIR, example, reference
 from tests.helpers.rendered import CONTEXT
 
 EXAMPLE = EXAMPLES_DIR / "triton-canary.yaml"
@@ -33,7 +30,7 @@ FIX = "set endpoint.expose: false on some deployments, or remove splits"
 def _example() -> dict[str, Any]:
     """The example platform: Triton with an ONNX model (2 rules, 1 target group), two vLLM
     deployments (1 and 1) and a split between them (1 rule, 2 target groups)."""
-    data: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    data = example("triton-canary")
     data["node_pools"][1]["max_size"] = 1000
     return data
 
@@ -63,14 +60,6 @@ def _add_split(data: dict[str, Any], name: str, targets: list[str]) -> None:
             ],
         }
     )
-
-
-def _errors(data: dict[str, Any]) -> list[tuple[str, str]]:
-    with pytest.raises(ValidationError) as raised:
-        PlatformSpec.model_validate(data)
-    return [
-        (".".join(map(str, e["loc"])), e["msg"]) for e in raised.value.errors(include_url=False)
-    ]
 
 
 def _rendered_rules(platform: PlatformSpec) -> int:
@@ -106,7 +95,7 @@ def test_a_platform_at_the_listener_rule_quota_validates() -> None:
 def test_one_more_split_is_one_rule_too_many() -> None:
     data = _at_the_rule_quota()
     _add_split(data, "chat-b", ["mistral-stable", "mistral-canary"])
-    assert _errors(data) == [
+    assert problems_of(data) == [
         (
             "endpoint",
             "the load balancer would need 101 listener rules, 99 for the API paths of 51 "
@@ -126,7 +115,7 @@ def test_one_more_triton_deployment_is_two_rules_where_one_fits() -> None:
     _add_vllms(with_vllm, 1, start=2)
     assert _rendered_rules(PlatformSpec.model_validate(with_vllm)) == 100
     _add_tritons(data, 1, start=46)
-    ((field, message),) = _errors(data)
+    ((field, message),) = problems_of(data)
     assert field == "endpoint"
     assert message.startswith(
         "the load balancer would need 101 listener rules, 100 for the API paths of 52 "
@@ -154,7 +143,7 @@ def test_a_platform_at_the_target_group_quota_validates() -> None:
 def test_one_more_target_group_fails_with_the_counts() -> None:
     data = _at_the_target_group_quota()
     _add_vllms(data, 1, start=45)
-    assert _errors(data) == [
+    assert problems_of(data) == [
         (
             "endpoint",
             "the load balancer would need 101 target groups, 49 for 49 exposed deployments "
@@ -171,7 +160,7 @@ def _reference_with(exposed: int, splits: int) -> dict[str, Any]:
     """The reference platform with ``exposed`` vLLM deployments of one model and ``splits``
     splits between the first two: 3 outputs beside the base URLs (the core's two and the
     API-key command)."""
-    data: dict[str, Any] = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+    data = reference()
     data["node_pools"][2]["max_size"] = 1000
     template = data["deployments"][1]
     data["deployments"] = [
@@ -189,7 +178,7 @@ def _reference_with(exposed: int, splits: int) -> dict[str, Any]:
 
 def _output_errors(data: dict[str, Any]) -> list[str]:
     # The listener-rule quota is exceeded too (every output is a route); these are the others.
-    return [message for field, message in _errors(data) if field == "deployments"]
+    return [message for field, message in problems_of(data) if field == "deployments"]
 
 
 def test_the_outputs_quota_counts_the_splits_base_urls() -> None:

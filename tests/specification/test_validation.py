@@ -5,25 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.specification.deployment import ModelDeploymentSpec
-from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.validation import shorten
-from tests.helpers.platforms import REFERENCE_PLATFORM
-
-
-def reference() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(REFERENCE_PLATFORM.read_text())
-    return data
-
-
-def errors_of(data: Any) -> dict[str, str]:
-    with pytest.raises(ValidationError) as raised:
-        PlatformSpec.model_validate(data)
-    return {".".join(map(str, e["loc"])): e["msg"] for e in raised.value.errors()}
+from tests.helpers.errors import errors_by_field, errors_of
+from tests.helpers.platforms import reference
 
 
 def rename(data: dict[str, Any], path: tuple[str | int, ...], new: str) -> dict[str, Any]:
@@ -144,7 +132,7 @@ def _too_large(model: str, instance_type: str, tensor_parallel_size: int) -> str
                 "neuron": {"compiled_artifacts_prefix": "artifacts/"},
             }
         )
-    return next(e["msg"] for e in raised.value.errors() if e["loc"] == ("tensor_parallel_size",))
+    return errors_by_field(raised.value)["tensor_parallel_size"]
 
 
 def test_memory_errors_count_gpus_as_gpus() -> None:
