@@ -43,6 +43,7 @@ from eks_inference.engines.vllm.engine import TERMINATION_GRACE_S
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import api_key_secret_name, idle_timeout_seconds
 from eks_inference.versions import KUBERNETES_VERSION
+from tests.helpers.checks import found
 from tests.helpers.objects import _strict, of_kind, one, pod_templates, serve_config
 from tests.helpers.platforms import CRDS
 from tests.helpers.rendered import CONTEXT, VARIANT_DEPLOYMENTS, VARIANT_POOLS, Rendered
@@ -408,9 +409,14 @@ def test_targets_are_checked_on_the_servers_readiness_route(exposed: Rendered) -
 
 def test_deregistration_delay_agrees_with_the_pods_termination_grace(exposed: Rendered) -> None:
     objects = exposed.objects
-    for template in pod_templates(exposed.platform, objects):
-        if template.role == "ray-head" and template.deployment.scaling.min_replicas > 0:
-            continue  # left out of the serve Service, so never a target
+    # A Ray head of a deployment that keeps replicas is left out of the serve Service, so it
+    # is never a target.
+    targets = [
+        t
+        for t in pod_templates(exposed.platform, objects)
+        if t.role != "ray-head" or t.deployment.scaling.min_replicas == 0
+    ]
+    for template in found(targets):
         ingress = one(exposed.objects[template.deployment.name], "Ingress")
         delay = attributes(alb(ingress)["target-group-attributes"])
         grace = template.spec["terminationGracePeriodSeconds"]
@@ -452,13 +458,11 @@ def test_the_idle_timeout_is_the_longest_any_deployment_needs(exposed: Rendered)
 
 def test_servers_keep_connections_open_past_the_idle_timeout(exposed: Rendered) -> None:
     idle = max(idle_timeout_seconds(d) for d in exposed.platform.deployments)
-    for template in pod_templates(exposed.platform, exposed.objects):
-        if template.role == "vllm":
-            keep_alive = int(template.env()["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"])
-            assert keep_alive == idle + KEEP_ALIVE_MARGIN_S
-    for spec in exposed.platform.deployments:
-        if spec.engine != "rayservice":
-            continue
+    templates = pod_templates(exposed.platform, exposed.objects)
+    for template in found(t for t in templates if t.role == "vllm"):
+        keep_alive = int(template.env()["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"])
+        assert keep_alive == idle + KEEP_ALIVE_MARGIN_S
+    for spec in found(d for d in exposed.platform.deployments if d.engine == "rayservice"):
         service = one(exposed.objects[spec.name], "RayService")
         options = serve_config(service)["http_options"]
         assert options["keep_alive_timeout_s"] == idle + KEEP_ALIVE_MARGIN_S
@@ -500,11 +504,9 @@ def test_vllm_reads_the_key_from_the_secret_into_its_environment_only(exposed: R
 def test_ray_head_and_workers_read_the_key_and_run_the_checked_applications(
     exposed: Rendered,
 ) -> None:
-    for spec in exposed.platform.deployments:
-        if spec.engine != "rayservice":
-            continue
+    for spec in found(d for d in exposed.platform.deployments if d.engine == "rayservice"):
         objects = exposed.objects[spec.name]
-        for template in pod_templates(exposed.platform, {spec.name: objects}):
+        for template in found(pod_templates(exposed.platform, {spec.name: objects})):
             (secret_env,) = _secret_env(template.server)
             assert secret_env["valueFrom"]["secretKeyRef"]["name"] == names.API_KEY_SECRET
             assert template.env()["PYTHONPATH"] == "/opt/eks-inference/serve"
@@ -526,7 +528,7 @@ def test_manifests_refer_to_the_key_and_never_hold_it(exposed: Rendered) -> None
 
 
 def test_servers_not_exposed_need_no_key(variants: Rendered) -> None:
-    for template in pod_templates(variants.platform, variants.objects):
+    for template in found(pod_templates(variants.platform, variants.objects)):
         assert not _secret_env(template.server)
         assert "--middleware" not in template.server.get("args", [])
     assert not [o for o in variants.all_objects() if o["kind"] == "Ingress"]

@@ -17,6 +17,7 @@ from eks_inference.versions import (
     NEURON_VLLM_IMAGE,
     VLLM_GPU_IMAGE,
 )
+from tests.helpers.checks import found
 from tests.helpers.objects import of_kind, pod_templates
 from tests.helpers.rendered import Rendered
 
@@ -49,7 +50,7 @@ def test_tolerations_cover_the_pools_taints(rendered: Rendered) -> None:
 
 
 def test_ray_head_requests_no_accelerator(rendered: Rendered) -> None:
-    for service in of_kind(rendered.all_objects(), "RayService"):
+    for service in found(of_kind(rendered.all_objects(), "RayService")):
         head = service["spec"]["rayClusterConfig"]["headGroupSpec"]
         assert head["rayStartParams"]["num-gpus"] == "0"
         assert head["rayStartParams"]["num-cpus"] == "0"
@@ -60,9 +61,8 @@ def test_ray_head_requests_no_accelerator(rendered: Rendered) -> None:
 
 
 def test_accelerators_match_tensor_parallelism(rendered: Rendered) -> None:
-    for template in pod_templates(rendered.platform, rendered.objects):
-        if template.role == "ray-head":
-            continue
+    templates = pod_templates(rendered.platform, rendered.objects)
+    for template in found(t for t in templates if t.role != "ray-head"):
         spec = template.deployment
         expected = names.NEURONCORE_RESOURCE if spec.on_neuron else names.NVIDIA_GPU_RESOURCE
         resources = template.server["resources"]
@@ -90,7 +90,7 @@ def test_cpu_and_memory_are_the_nodes_share_requests_equal_limits(rendered: Rend
 
 
 def test_autoscaler_sidecar_is_sized(rendered: Rendered) -> None:
-    for service in of_kind(rendered.all_objects(), "RayService"):
+    for service in found(of_kind(rendered.all_objects(), "RayService")):
         resources = service["spec"]["rayClusterConfig"]["autoscalerOptions"]["resources"]
         assert resources["requests"] == resources["limits"]
         assert {"cpu", "memory"} <= set(resources["limits"])
@@ -108,9 +108,8 @@ def test_images_are_pinned_and_pulled_if_not_present(rendered: Rendered) -> None
 
 
 def test_ray_pods_run_as_the_ray_user_without_privileges(rendered: Rendered) -> None:
-    for template in pod_templates(rendered.platform, rendered.objects):
-        if template.role == "vllm":
-            continue
+    templates = pod_templates(rendered.platform, rendered.objects)
+    for template in found(t for t in templates if t.role != "vllm"):
         assert template.spec["securityContext"]["runAsUser"] == RAY_UID
         assert template.spec["securityContext"]["runAsNonRoot"] is True
         assert template.server["securityContext"]["allowPrivilegeEscalation"] is False

@@ -81,6 +81,7 @@ def test_layout_one_folder_per_deployment_one_file_per_chart(reference: Rendered
 
 
 def test_files_hold_the_rendered_objects_in_apply_order(reference: Rendered) -> None:
+    volumes = 0
     for name, objects in reference.objects.items():
         from_files = [
             document
@@ -90,7 +91,10 @@ def test_files_hold_the_rendered_objects_in_apply_order(reference: Rendered) -> 
         assert from_files == objects
         kinds = [o["kind"] for o in objects]
         server = next(i for i, k in enumerate(kinds) if k in {"Deployment", "RayService"})
-        assert all(i < server for i, k in enumerate(kinds) if k.startswith("Persistent"))
+        persistent = [i for i, k in enumerate(kinds) if k.startswith("Persistent")]
+        assert all(i < server for i in persistent)
+        volumes += len(persistent)
+    assert volumes
 
 
 def test_multiline_strings_are_literal_blocks(reference: Rendered) -> None:

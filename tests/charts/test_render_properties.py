@@ -15,6 +15,7 @@ from eks_inference.catalog import INSTANCE_TYPES, MODELS, Accelerator
 from eks_inference.charts.render import render_platform
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
+from tests.helpers.checks import found
 from tests.helpers.objects import is_custom_resource, of_kind, pod_templates, serve_config
 from tests.helpers.rendered import CONTEXT
 
@@ -81,9 +82,8 @@ def platforms(draw: st.DrawFn) -> PlatformSpec:
 def test_any_valid_deployment_renders_valid_placed_objects(platform: PlatformSpec) -> None:
     objects = render_platform(platform, CONTEXT)
     (spec,) = platform.deployments
-    for obj in objects[spec.name]:
-        if not is_custom_resource(obj):
-            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    for obj in found(o for o in objects[spec.name] if not is_custom_resource(o)):
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     for service in of_kind(objects[spec.name], "RayService"):
         ServeDeploySchema.model_validate(serve_config(service))
     accelerator = names.NEURONCORE_RESOURCE if spec.on_neuron else names.NVIDIA_GPU_RESOURCE

@@ -10,6 +10,7 @@ from ray.serve.schema import ServeDeploySchema
 from eks_inference.engines.rayservice.serve_config import NEURON_APP_BUILDER, NEURON_APP_MODULE
 from eks_inference.serve.neuron.config import ServerConfig
 from eks_inference.versions import KUBERNETES_VERSION
+from tests.helpers.checks import found
 from tests.helpers.objects import (
     is_custom_resource,
     of_kind,
@@ -45,7 +46,7 @@ def test_ray_services_validate_against_the_kuberay_crd(rendered: Rendered) -> No
 
 
 def test_serve_configs_validate_against_ray_serve(rendered: Rendered) -> None:
-    for service in of_kind(rendered.all_objects(), "RayService"):
+    for service in found(of_kind(rendered.all_objects(), "RayService")):
         config = serve_config(service)
         ServeDeploySchema.model_validate(config)
         (application,) = config["applications"]

@@ -17,6 +17,7 @@ from eks_inference.charts.render import render_files, render_platform
 from eks_inference.charts.weights_loaders import IMAGE_COPY_CONTAINER, LUSTRE_WEIGHTS_DIRECTORY
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
+from tests.helpers.checks import found
 from tests.helpers.objects import is_custom_resource, of_kind, one
 from tests.helpers.platforms import REPO
 from tests.helpers.rendered import CONTEXT
@@ -43,11 +44,14 @@ def _server_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_every_core_object_validates_strictly(objects: dict[str, list[dict[str, Any]]]) -> None:
-    for name, documents in objects.items():
-        for document in documents:
-            if is_custom_resource(document):
-                continue
-            assert kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True), name
+    core = [
+        (name, document)
+        for name, documents in objects.items()
+        for document in documents
+        if not is_custom_resource(document)
+    ]
+    for name, document in found(core):
+        assert kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True), name
 
 
 def test_the_image_loader_copies_the_pinned_image_into_a_bounded_volume(

@@ -15,6 +15,7 @@ from eks_inference.cli.inputs import load_platform
 from eks_inference.cli.plan_render import platform_markdown
 from eks_inference.ops import plan
 from eks_inference.specification.deployment import ModelDeploymentSpec
+from tests.helpers.checks import found
 from tests.helpers.errors import one_line_error
 from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
@@ -221,9 +222,8 @@ def test_committed_plan_is_fresh() -> None:
 def test_tensor_parallel_rule_agrees_with_the_spec() -> None:
     """plan's TP rule is the spec's: every usable degree validates unless memory is short."""
     for model_name, entry in MODELS.items():
-        for instance in INSTANCE_TYPES.values():
-            if instance.accelerator is Accelerator.NONE:
-                continue
+        accelerated = [i for i in INSTANCE_TYPES.values() if i.accelerator is not Accelerator.NONE]
+        for instance in found(accelerated):
             for tp in (1, 2, 3, 4, 8, 12, 16, 24):
                 neuron = (
                     {"allow_compile_at_startup": True, "allow_poor_compile_architecture": True}

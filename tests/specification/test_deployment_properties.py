@@ -24,6 +24,7 @@ from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.numa import numa_span
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
+from tests.helpers.checks import found
 from tests.helpers.objects import (
     is_custom_resource,
     of_kind,
@@ -155,9 +156,8 @@ def platform_for(spec: ModelDeploymentSpec) -> PlatformSpec:
 
 
 def assert_schema_valid(objects: list[dict[str, Any]]) -> None:
-    for obj in objects:
-        if not is_custom_resource(obj):
-            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    for obj in found(o for o in objects if not is_custom_resource(o)):
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     for service in of_kind(objects, "RayService"):
         ServeDeploySchema.model_validate(serve_config(service))
         assert not rayservice_schema_errors(service)

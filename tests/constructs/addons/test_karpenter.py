@@ -24,6 +24,7 @@ from eks_inference.constructs.addons.karpenter import (
 )
 from eks_inference.constructs.cluster import NODE_POLICIES
 from eks_inference.specification.platform import PlatformSpec
+from tests.helpers.checks import found
 from tests.helpers.platforms import REFERENCE_PLATFORM
 from tests.helpers.synthesis import STACK_NAME, Synthesized
 
@@ -160,11 +161,14 @@ def test_the_controller_reads_only_the_interruption_queue(
     # No other role of the stack may receive from it.
     queue, _ = _one(reference_karpenter, "AWS::SQS::Queue")
     role, _ = controller
-    for kind in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
-        for logical_id, policy in reference_karpenter.resources(kind).items():
-            if {"Ref": role} in policy["Properties"].get("Roles", []):
-                continue
-            assert queue not in json.dumps(policy["Properties"]["PolicyDocument"]), logical_id
+    others = [
+        (logical_id, policy)
+        for kind in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy")
+        for logical_id, policy in reference_karpenter.resources(kind).items()
+        if {"Ref": role} not in policy["Properties"].get("Roles", [])
+    ]
+    for logical_id, policy in found(others):
+        assert queue not in json.dumps(policy["Properties"]["PolicyDocument"]), logical_id
 
 
 def test_the_interruption_queue_is_encrypted_and_fed_by_the_documented_rules(

@@ -20,12 +20,13 @@ from eks_inference.engines.rayservice.serve_config import (
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.startup_budget import rollout_seconds
 from eks_inference.versions import RAY_LLM_GPU_IMAGE, RAY_VERSION
+from tests.helpers.checks import found
 from tests.helpers.objects import of_kind, one, pod_templates, serve_config, serving_objects
 from tests.helpers.rendered import CONTEXT, Rendered
 
 
 def _ray_specs(rendered: Rendered) -> list[ModelDeploymentSpec]:
-    return [s for s in rendered.platform.deployments if s.engine == "rayservice"]
+    return found(s for s in rendered.platform.deployments if s.engine == "rayservice")
 
 
 def test_cluster_and_worker_group_follow_the_spec(rendered: Rendered) -> None:
@@ -153,10 +154,13 @@ def test_neuron_application_is_the_projects_own(rendered: Rendered) -> None:
 
 
 def test_neuron_workers_find_their_compiled_artifacts(rendered: Rendered) -> None:
-    for template in pod_templates(rendered.platform, rendered.objects):
+    workers = [
+        t
+        for t in pod_templates(rendered.platform, rendered.objects)
+        if t.deployment.engine == "rayservice" and t.deployment.on_neuron and t.role == "ray-worker"
+    ]
+    for template in found(workers):
         spec = template.deployment
-        if spec.engine != "rayservice" or not spec.on_neuron or template.role != "ray-worker":
-            continue
         prefix = spec.neuron_options.compiled_artifacts_prefix
         env = template.env()
         if prefix is None:
@@ -169,9 +173,8 @@ def test_neuron_workers_find_their_compiled_artifacts(rendered: Rendered) -> Non
 
 
 def test_workers_mount_the_weights_heads_do_not(rendered: Rendered) -> None:
-    for template in pod_templates(rendered.platform, rendered.objects):
-        if template.role == "vllm":
-            continue
+    templates = pod_templates(rendered.platform, rendered.objects)
+    for template in found(t for t in templates if t.role != "vllm"):
         mounts = template.mounts()
         if template.role == "ray-head":
             assert MODEL_MOUNT_PATH not in mounts

@@ -22,12 +22,13 @@ from eks_inference.charts.vllm_server import REMOVED_VLLM_FLAGS, vllm_server_arg
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.startup_budget import model_load_seconds
 from eks_inference.versions import LMCACHE_VLLM_IMAGE, NEURON_VLLM_IMAGE, VLLM_GPU_IMAGE
+from tests.helpers.checks import found
 from tests.helpers.objects import PodTemplate, of_kind, one, pod_templates, serving_objects
 from tests.helpers.rendered import CONTEXT, Rendered
 
 
 def _vllm_pods(rendered: Rendered) -> list[PodTemplate]:
-    return [t for t in pod_templates(rendered.platform, rendered.objects) if t.role == "vllm"]
+    return found(t for t in pod_templates(rendered.platform, rendered.objects) if t.role == "vllm")
 
 
 def _flags(args: list[str]) -> dict[str, str | None]:
@@ -59,7 +60,7 @@ def test_flags_come_from_the_spec(rendered: Rendered) -> None:
 
 def test_gpu_flags(rendered: Rendered) -> None:
     gpu = [p for p in _vllm_pods(rendered) if not p.deployment.on_neuron]
-    for pod in gpu:
+    for pod in found(gpu):
         flags = _flags(pod.server["args"])
         limits = pod.deployment.limits
         assert flags["--block-size"] == str(limits.block_size)
@@ -114,11 +115,12 @@ def test_runai_streamer_reads_s3_without_a_volume(reference: Rendered) -> None:
         assert pod.env()["AWS_REGION"] == CONTEXT.region
 
 
-def test_mountpoint_weights_are_mounted_read_only(rendered: Rendered) -> None:
-    for pod in _vllm_pods(rendered):
+def test_mountpoint_weights_are_mounted_read_only(variants: Rendered) -> None:
+    # The variants platform's GPU vLLM deployment reads its weights through Mountpoint; the
+    # reference platform's stream theirs.
+    mounted = [p for p in _vllm_pods(variants) if p.deployment.weights.loader == "mountpoint"]
+    for pod in found(mounted):
         spec = pod.deployment
-        if spec.weights.loader != "mountpoint":
-            continue
         flags = _flags(pod.server["args"])
         assert pod.server["args"][0] == MODEL_MOUNT_PATH
         assert "--load-format" not in flags
@@ -128,13 +130,13 @@ def test_mountpoint_weights_are_mounted_read_only(rendered: Rendered) -> None:
         assert claim["readOnly"] is True
         claims = {
             c["metadata"]["name"]
-            for c in of_kind(rendered.objects[spec.name], "PersistentVolumeClaim")
+            for c in of_kind(variants.objects[spec.name], "PersistentVolumeClaim")
         }
         assert claim["claimName"] in claims
 
 
 def test_neuron_environment_and_artifacts(variants: Rendered) -> None:
-    for pod in (p for p in _vllm_pods(variants) if p.deployment.on_neuron):
+    for pod in found(p for p in _vllm_pods(variants) if p.deployment.on_neuron):
         spec = pod.deployment
         env = pod.env()
         assert env["NEURON_RT_NUM_CORES"] == str(spec.tensor_parallel_size)
@@ -206,9 +208,7 @@ def test_cdk8s_plus_defaults_are_overridden(rendered: Rendered) -> None:
 
 
 def test_deployment_service_budget_and_account(rendered: Rendered) -> None:
-    for spec in rendered.platform.deployments:
-        if spec.engine != "vllm":
-            continue
+    for spec in found(d for d in rendered.platform.deployments if d.engine == "vllm"):
         objects = rendered.objects[spec.name]
         deployment = one(objects, "Deployment")
         assert deployment["spec"]["replicas"] == spec.scaling.min_replicas
