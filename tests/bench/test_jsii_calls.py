@@ -25,7 +25,7 @@ from eks_inference.constructs._stacks import (
     stack_of,
 )
 
-THIS_FILE = "tests/test_bench_jsii_calls.py"
+THIS_FILE = "tests/bench/test_jsii_calls.py"
 
 
 def test_counter_counts_each_request_by_kind_target_and_call_site() -> None:
