@@ -4,8 +4,8 @@ The reference platform (deployments.yaml) is what `k8s_manifests/` holds; the va
 platform adds deployments the reference does not exercise (standalone vLLM on Inferentia2,
 whole-node Neuron pods, compiling at startup, GPU tensor parallelism, scale to zero), so that
 every branch of every chart is rendered and checked by the same assertions. The fixtures are
-those of the folders whose tests read rendered platforms (charts and engines), each of whose
-conftest modules takes them from here.
+those of the folders whose tests read rendered platforms (charts, engines and the manifest
+writer's output), each of whose conftest modules takes them from here.
 """
 
 from __future__ import annotations
