@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from eks_inference.cli.main import app as cli
-from tests.conftest import REPO
+from tests.helpers.platforms import REPO
 
 SYSTEM_PATH = "/usr/bin:/bin"
 SYSTEM_PYTHON = shutil.which("python3", path=SYSTEM_PATH)

@@ -10,11 +10,10 @@ documents every name the package exports, and that every list renders as it read
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import eks_inference
+from tests.helpers.platforms import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 README = (REPO / "README.md").read_text(encoding="utf-8")
 PAGES = sorted(path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md"))

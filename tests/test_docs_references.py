@@ -20,7 +20,8 @@ import pytest
 from eks_inference.charts.render import KARPENTER_FILE
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import base_url_outputs
-from tests.conftest import EXAMPLES, STACK_NAME, Synthesized
+from tests.helpers.platforms import EXAMPLES
+from tests.helpers.synthesis import STACK_NAME, Synthesized
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from importlib import resources
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +21,7 @@ from eks_inference.metrics import (
 )
 from eks_inference.observability.signals import signals_of
 from eks_inference.specification.platform import PlatformSpec
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.platforms import REPO
 
 
 @pytest.mark.parametrize(

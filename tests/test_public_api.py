@@ -15,14 +15,13 @@ import inspect
 import pkgutil
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import eks_inference
+from tests.helpers.platforms import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 _INLINE_CODE = re.compile(r"`([^`\n]+)`")

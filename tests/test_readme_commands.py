@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.platforms import REPO
+
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 TEXT = "\n".join(document.read_text(encoding="utf-8") for document in DOCUMENTS)
 MAKE = shutil.which("make")

@@ -18,7 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from eks_inference import NodePool, PlatformSpec, SpecError
-from tests.conftest import REPO
+from tests.helpers.platforms import REPO
 
 _APP = textwrap.dedent(
     """

@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.platforms import REPO
+
 # Longer than the 5 s execnet waits for a worker's execution to end before its SIGINT, and
 # shorter than the further 10 s after which it ends the worker.
 _TEARDOWN_S = 7

@@ -15,9 +15,9 @@ from eks_inference.observability.signals import signals_of
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.startup_budget import model_load_seconds
-from tests.charts.conftest import Rendered
-from tests.charts.helpers import crd_validator, of_kind, one, schema_errors
-from tests.charts.observed import AUTOSCALED, SCALEDOBJECT_CRD, autoscaled_objects
+from tests.helpers.objects import crd_validator, of_kind, one, schema_errors
+from tests.helpers.observed import AUTOSCALED, SCALEDOBJECT_CRD, autoscaled_objects
+from tests.helpers.rendered import Rendered
 
 VLLM = {
     "name": "m",

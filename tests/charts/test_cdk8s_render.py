@@ -20,7 +20,7 @@ import pytest
 
 from eks_inference.charts.chart import cdk8s_charts
 from eks_inference.charts.render import manifest_text, platform_charts, render_files
-from tests.charts.platforms import PLATFORMS, writer_context
+from tests.helpers.written_platforms import PLATFORMS, writer_context
 
 # Each platform renders on its own (no app is shared), so the tests are spread over the workers.
 pytestmark = pytest.mark.synth

@@ -60,8 +60,10 @@ from eks_inference.versions import (
     NEURON_SDK_VERSION,
     NEURON_VLLM_IMAGE,
 )
-from tests.charts.conftest import CONTEXT, REPO, Rendered
-from tests.charts.helpers import of_kind, one, pod_templates, serve_config, serving_objects
+from tests.helpers.checks import found
+from tests.helpers.objects import of_kind, one, pod_templates, serve_config, serving_objects
+from tests.helpers.platforms import REPO
+from tests.helpers.rendered import CONTEXT, Rendered
 
 # One shape served by both engines: the compile job must be the same for both, and agree
 # with each server.
@@ -150,11 +152,11 @@ def _flags(args: list[str]) -> dict[str, str | None]:
 
 
 def _compiled_specs(rendered: Rendered) -> list[ModelDeploymentSpec]:
-    return [
+    return found(
         s
         for s in rendered.platform.deployments
         if s.on_neuron and s.neuron_options.compiled_artifacts_prefix is not None
-    ]
+    )
 
 
 def _artifacts_volume_uri(objects: list[dict[str, Any]], mounted_path: str) -> str:
@@ -414,10 +416,9 @@ def test_compile_job_charts_follow_the_deployments_volumes_and_policies(
     (chart,) = compile_job_charts(rendered)
     assert (chart.role, chart.chart_id) == (COMPILE_JOB_ROLE, f"{spec.name}-{COMPILE_JOB_ROLE}")
     assert chart.after == tuple(c.chart_id for c in (rendered.policies, *rendered.volumes))
-    for other in reference_platform.deployments:
-        if not other.on_neuron:
-            rendered = deployment_charts(other, reference_platform.placement(other), CONTEXT)
-            assert compile_job_charts(rendered) == []
+    for other in found(d for d in reference_platform.deployments if not d.on_neuron):
+        rendered = deployment_charts(other, reference_platform.placement(other), CONTEXT)
+        assert compile_job_charts(rendered) == []
 
 
 # -- the serving gate -------------------------------------------------------------------------
@@ -453,9 +454,8 @@ def test_serving_pods_wait_for_the_marker_and_name_the_key(rendered: Rendered) -
 
 
 def test_the_gate_passes_only_with_the_marker(both_engines: Rendered, tmp_path: Path) -> None:
-    for template in pod_templates(both_engines.platform, both_engines.objects):
-        if template.role == "ray-head":
-            continue
+    templates = pod_templates(both_engines.platform, both_engines.objects)
+    for template in found(t for t in templates if t.role != "ray-head"):
         (gate,) = template.spec["initContainers"]
         mount = tmp_path / template.deployment.name
         script = gate["command"][-1].replace(ARTIFACTS_MOUNT_PATH, str(mount))

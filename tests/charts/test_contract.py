@@ -19,7 +19,7 @@ from eks_inference.charts.record import ChartRecord
 from eks_inference.specification.artifacts import artifact_prefix
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.conftest import CONTEXT
+from tests.helpers.rendered import CONTEXT
 
 # Kinds that are not built into Kubernetes, and the CRD that defines each.
 CUSTOM_RESOURCE_CRDS = {("ray.io/v1", "RayService"): names.RAYSERVICE_CRD}

@@ -7,14 +7,14 @@ import json
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from eks_inference.catalog import INSTANCE_TYPES, sizing
 from eks_inference.charts import kv_offload
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.versions import LMCACHE_VLLM_IMAGE
-from tests.charts.conftest import Rendered
-from tests.charts.helpers import PodTemplate, pod_templates
+from tests.helpers.errors import errors_of
+from tests.helpers.objects import PodTemplate, pod_templates
+from tests.helpers.rendered import Rendered
 
 _BASE: dict[str, Any] = {
     "name": "m",
@@ -30,9 +30,7 @@ def _spec(**fields: Any) -> ModelDeploymentSpec:
 
 
 def _problems(**fields: Any) -> dict[str, str]:
-    with pytest.raises(ValidationError) as raised:
-        _spec(**fields)
-    return {".".join(map(str, e["loc"])): e["msg"] for e in raised.value.errors()}
+    return errors_of({**_BASE, **fields}, ModelDeploymentSpec)
 
 
 def _lmcache_pods(variants: Rendered) -> list[PodTemplate]:

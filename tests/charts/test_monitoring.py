@@ -16,9 +16,9 @@ from eks_inference.names import GRAFANA_DASHBOARD_LABEL, INFERENCE_NAMESPACE
 from eks_inference.observability.signals import DEPLOYMENT_LABEL, signals_of
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
-from tests.charts.conftest import Rendered
-from tests.charts.helpers import crd_validator, of_kind, schema_errors
-from tests.charts.observed import (
+from tests.helpers.checks import found
+from tests.helpers.objects import crd_validator, of_kind, schema_errors
+from tests.helpers.observed import (
     AUTOSCALED,
     PODMONITOR_CRD,
     PROMETHEUSRULE_CRD,
@@ -31,6 +31,7 @@ from tests.charts.observed import (
     sanitized,
     selects,
 )
+from tests.helpers.rendered import Rendered
 
 ALERTS = {
     "InferenceQueueGrowing",
@@ -92,9 +93,11 @@ def test_monitors_select_no_other_deployments_pods(rendered: Rendered) -> None:
         everything = [o for objs in objects.values() for o in objs]
         for spec in platform.deployments:
             for monitor in of_kind(objects[spec.name], "PodMonitor"):
-                for pod in pods(everything):
-                    if selects(monitor["spec"]["selector"], pod.labels):
-                        assert pod.labels["app.kubernetes.io/instance"] == spec.name
+                selected = [
+                    p for p in pods(everything) if selects(monitor["spec"]["selector"], p.labels)
+                ]
+                for pod in found(selected):
+                    assert pod.labels["app.kubernetes.io/instance"] == spec.name
 
 
 def test_neuron_monitor_runs_on_neuron_pools_only_and_is_scraped(rendered: Rendered) -> None:

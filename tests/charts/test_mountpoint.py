@@ -14,8 +14,9 @@ from eks_inference.charts.mountpoint import (
 )
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.versions import KUBERNETES_VERSION
-from tests.charts.conftest import CONTEXT, Rendered
-from tests.charts.helpers import of_kind
+from tests.helpers.checks import found
+from tests.helpers.objects import of_kind
+from tests.helpers.rendered import CONTEXT, Rendered
 
 
 def _pairs(rendered: Rendered) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -73,18 +74,24 @@ def test_weights_volume_mounts_the_weights_prefix(rendered: Rendered) -> None:
         }
         weights = f"{spec.name}-model-weights"
         assert (weights in claims) is (spec.weights.loader == "mountpoint")
-        for pv in of_kind(rendered.objects[spec.name], "PersistentVolume"):
-            if pv["spec"]["claimRef"]["name"] == weights:
-                assert f"prefix {spec.weights.prefix}" in pv["spec"]["mountOptions"]
+        volumes = of_kind(rendered.objects[spec.name], "PersistentVolume")
+        weight_volumes = [pv for pv in volumes if pv["spec"]["claimRef"]["name"] == weights]
+        assert len(weight_volumes) == (spec.weights.loader == "mountpoint")
+        for pv in weight_volumes:
+            assert f"prefix {spec.weights.prefix}" in pv["spec"]["mountOptions"]
 
 
 def test_ray_volumes_are_owned_by_the_ray_user(rendered: Rendered) -> None:
-    for spec in rendered.platform.deployments:
-        for pv in of_kind(rendered.objects[spec.name], "PersistentVolume"):
-            options = pv["spec"]["mountOptions"]
-            ray = spec.engine == "rayservice"
-            assert ("uid=1000" in options) is ray
-            assert ("gid=100" in options) is ray
+    volumes = [
+        (spec, pv)
+        for spec in rendered.platform.deployments
+        for pv in of_kind(rendered.objects[spec.name], "PersistentVolume")
+    ]
+    for spec, pv in found(volumes):
+        options = pv["spec"]["mountOptions"]
+        ray = spec.engine == "rayservice"
+        assert ("uid=1000" in options) is ray
+        assert ("gid=100" in options) is ray
 
 
 @pytest.mark.parametrize(("gib", "expected"), [(0.5, 4), (15.0, 17), (57.0, 63), (141.0, 64)])

@@ -32,7 +32,8 @@ from eks_inference.engines.rayservice.pods import HEAD_COMPONENT, RAY_METRICS_PO
 from eks_inference.engines.vllm.engine import COMPONENT as VLLM_COMPONENT
 from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE, INSTANCE_LABEL
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.conftest import CONTEXT, Rendered
+from tests.helpers.checks import found
+from tests.helpers.rendered import CONTEXT, Rendered
 
 Json = dict[str, Any]
 
@@ -346,12 +347,19 @@ def test_load_balancer_and_in_cluster_clients_reach_the_serving_port(world: Worl
 
 
 def test_prometheus_reaches_the_ports_the_pod_monitors_scrape(world: World) -> None:
-    for roles in world.pods.values():
-        for role in (HEAD_COMPONENT, WORKER_COMPONENT):
-            if role in roles:
-                assert world.cluster.allowed(world.prometheus, roles[role], RAY_METRICS_PORT)
-        if VLLM_COMPONENT in roles:
-            assert world.cluster.allowed(world.prometheus, roles[VLLM_COMPONENT], OPENAI_PORT)
+    metrics_ports = {
+        HEAD_COMPONENT: RAY_METRICS_PORT,
+        WORKER_COMPONENT: RAY_METRICS_PORT,
+        VLLM_COMPONENT: OPENAI_PORT,
+    }
+    scraped = [
+        (roles[role], port)
+        for roles in world.pods.values()
+        for role, port in metrics_ports.items()
+        if role in roles
+    ]
+    for pod, port in found(scraped):
+        assert world.cluster.allowed(world.prometheus, pod, port), pod.name
 
 
 def test_kuberay_operator_reaches_the_heads_dashboard_and_serve_proxy(world: World) -> None:
@@ -469,7 +477,7 @@ def test_every_named_port_a_policy_opens_is_declared_by_every_pod_it_selects(
             for port in rule.get("ports", []):
                 if isinstance(port.get("port"), str):
                     named += 1
-                    for pod in selected:
+                    for pod in found(selected):
                         assert pod.port_named(port["port"], port["protocol"]), (
                             policy["metadata"]["name"],
                             pod.name,

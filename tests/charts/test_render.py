@@ -32,7 +32,8 @@ from eks_inference.output.writer import write_manifests
 from eks_inference.output.yaml_dump import dump_yaml
 from eks_inference.serve.image import asset_image_uri
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.conftest import CONTEXT, REFERENCE_PLATFORM, REPO, Rendered
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
+from tests.helpers.rendered import CONTEXT, Rendered
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -75,6 +76,7 @@ def test_layout_one_folder_per_deployment_one_file_per_chart(reference: Rendered
 
 
 def test_files_hold_the_rendered_objects_in_apply_order(reference: Rendered) -> None:
+    volumes = 0
     for name, objects in reference.objects.items():
         from_files = [
             document
@@ -84,7 +86,10 @@ def test_files_hold_the_rendered_objects_in_apply_order(reference: Rendered) -> 
         assert from_files == objects
         kinds = [o["kind"] for o in objects]
         server = next(i for i, k in enumerate(kinds) if k in {"Deployment", "RayService"})
-        assert all(i < server for i, k in enumerate(kinds) if k.startswith("Persistent"))
+        persistent = [i for i, k in enumerate(kinds) if k.startswith("Persistent")]
+        assert all(i < server for i in persistent)
+        volumes += len(persistent)
+    assert volumes
 
 
 def test_multiline_strings_are_literal_blocks(reference: Rendered) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -18,10 +17,11 @@ from eks_inference.charts.ingress import ALB_ANNOTATION_PREFIX, ingress
 from eks_inference.charts.render import SPLITS_FILE, render_files, split_chart
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
-from tests.charts.conftest import CONTEXT
-from tests.charts.test_endpoint import DOCUMENTED_ANNOTATION_TEMPLATES, DOCUMENTED_ANNOTATIONS
+from tests.charts.test_ingress import DOCUMENTED_ANNOTATION_TEMPLATES, DOCUMENTED_ANNOTATIONS
+from tests.helpers.platforms import EXAMPLES_DIR, platform_data
+from tests.helpers.rendered import CONTEXT
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "triton-canary.yaml"
+EXAMPLE = EXAMPLES_DIR / "triton-canary.yaml"
 # The fields of a forward action with weighted target groups, as the AWS Load Balancer
 # Controller v3.5.0 reads them: Action, ForwardActionConfig and TargetGroupTuple of
 # pkg/ingress/config_types.go at tag v3.5.0 (their json tags), and its rules: serviceName
@@ -43,8 +43,7 @@ TARGET_GROUP_FIELDS = frozenset(
 
 
 def data() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
-    return loaded
+    return platform_data(EXAMPLE)
 
 
 @cache

@@ -31,8 +31,6 @@ from eks_inference.ops.aws import clients as aws_clients
 from eks_inference.ops.upload.lease import LOCK_SUFFIX
 
 REGION = "us-east-1"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-REFERENCE_PLATFORM = REPO_ROOT / "deployments.yaml"
 
 
 def _free_port() -> int:

@@ -28,8 +28,8 @@ import typer
 from typer.testing import CliRunner
 
 from eks_inference.cli.main import app
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
-REFERENCE_PLATFORM = Path(__file__).resolve().parents[2] / "deployments.yaml"
 # Seconds after which a run is stopped and recorded as hung, so that one file that blocks
 # (a named pipe once did) fails its own record instead of the whole corpus.
 HANG_S = 10

@@ -10,17 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import Result
 
+from tests.helpers.errors import one_line_error
+
 PLAN_ONE = ("plan", "--model", "llama-3-8b", "--instance-type", "inf2.48xlarge")
-
-
-def _assert_one_line_usage_error(result: Result, expected: str) -> None:
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert expected in lines[0]
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
 @pytest.mark.parametrize(
@@ -87,7 +79,7 @@ def _assert_one_line_usage_error(result: Result, expected: str) -> None:
     ],
 )
 def test_plan_bad_input(cli: Callable[..., Result], args: tuple[str, ...], expected: str) -> None:
-    _assert_one_line_usage_error(cli(*args), expected)
+    one_line_error(cli(*args), 2, expected)
 
 
 @pytest.mark.parametrize(
@@ -106,7 +98,7 @@ def test_plan_bad_input(cli: Callable[..., Result], args: tuple[str, ...], expec
 def test_upload_malformed_s3_uri(
     cli: Callable[..., Result], tmp_path: Path, uri: str, expected: str
 ) -> None:
-    _assert_one_line_usage_error(cli("upload", tmp_path, uri), expected)
+    one_line_error(cli("upload", tmp_path, uri), 2, expected)
 
 
 @pytest.mark.parametrize(
@@ -129,21 +121,21 @@ def test_upload_checks_the_directory(
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     result = cli("upload", tmp_path, "s3://bucket-name/models/x/", "--kind", kind)
-    _assert_one_line_usage_error(result, expected)
+    one_line_error(result, 2, expected)
 
 
 def test_upload_part_size_below_the_s3_minimum(cli: Callable[..., Result], tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "m.safetensors").write_bytes(b"x")
     result = cli("upload", tmp_path, "s3://bucket-name/m/", "--part-size", "4")
-    _assert_one_line_usage_error(result, "--part-size must be at least 5 MiB")
+    one_line_error(result, 2, "--part-size must be at least 5 MiB")
 
 
 def test_unknown_aws_profile(cli: Callable[..., Result], tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "m.safetensors").write_bytes(b"x")
     result = cli("upload", tmp_path, "s3://bucket-name/m/", "--profile", "no-such-profile")
-    _assert_one_line_usage_error(result, "AWS profile 'no-such-profile' not found")
+    one_line_error(result, 2, "AWS profile 'no-such-profile' not found")
 
 
 def test_invalid_platform_file_lists_pydantic_errors_compactly(
@@ -158,7 +150,7 @@ def test_invalid_platform_file_lists_pydantic_errors_compactly(
         "     tensor_parallel_size: 3, weights: {prefix: w/}}\n"
     )
     result = cli("plan", "--platform", platform)
-    _assert_one_line_usage_error(result, f"invalid platform file {platform}:")
+    one_line_error(result, 2, f"invalid platform file {platform}:")
     # Every problem at once, each under its field path.
     assert "deployments.0.tensor_parallel_size: tensor_parallel_size 3" in result.stderr
     assert "deployments.0.neuron.compiled_artifacts_prefix:" in result.stderr
@@ -175,18 +167,18 @@ def test_unreadable_platform_file(
     if content is not None:
         platform.write_text(content)
     for command in ("plan", "preflight"):
-        _assert_one_line_usage_error(cli(command, "--platform", platform), expected)
+        one_line_error(cli(command, "--platform", platform), 2, expected)
 
 
 def test_unknown_deployment_and_bad_zones(cli: Callable[..., Result]) -> None:
-    from .conftest import REFERENCE_PLATFORM
+    from tests.helpers.platforms import REFERENCE_PLATFORM
 
     result = cli("preflight", "--platform", REFERENCE_PLATFORM, "--deployment", "nope")
-    _assert_one_line_usage_error(result, "no deployment 'nope'")
+    one_line_error(result, 2, "no deployment 'nope'")
     result = cli(
         "preflight", "--platform", REFERENCE_PLATFORM, "--availability-zones", "eu-west-1a"
     )
-    _assert_one_line_usage_error(result, "must be zones of us-east-1")
+    one_line_error(result, 2, "must be zones of us-east-1")
 
 
 def test_console_script_exits_2_without_traceback(tmp_path: Path) -> None:

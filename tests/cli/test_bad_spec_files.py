@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,44 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import REFERENCE_PLATFORM
-
-# Seconds a bad file may take, start-up included; every case here takes about one.
-_TIMEOUT_S = 30
-
-
-def _console_script() -> str:
-    beside = Path(sys.executable).with_name("eks-inference")
-    if not beside.exists():
-        pytest.fail("the eks-inference console script is not installed; run `make setup-dev`")
-    return str(beside)
-
-
-def run_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``eks-inference ARGS`` with no AWS configuration reachable (bad input fails first)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env["AWS_EC2_METADATA_DISABLED"] = "true"
-    return subprocess.run(
-        [_console_script(), *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=_TIMEOUT_S,
-        cwd=cwd,
-        env=env,
-    )
-
-
-def assert_bad_input(completed: subprocess.CompletedProcess[str], *expected: str) -> str:
-    """Exit code 2 and exactly one ``error:`` line on stderr, containing ``expected``."""
-    assert completed.returncode == 2, (completed.stdout, completed.stderr)
-    lines = completed.stderr.splitlines()
-    assert len(lines) == 1, completed.stderr
-    assert lines[0].startswith("error: ")
-    for text in expected:
-        assert text in lines[0]
-    return lines[0]
-
+from tests.helpers.cli import run_cli
+from tests.helpers.errors import one_line_error
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
 REFERENCE_TEXT = REFERENCE_PLATFORM.read_text()
 
@@ -155,7 +119,7 @@ def test_bad_platform_file(tmp_path: Path, content: str | bytes, expected: tuple
         path.write_bytes(content)
     else:
         path.write_text(content)
-    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), *expected)
+    line = one_line_error(run_cli("plan", "--platform", path, cwd=tmp_path), 2, *expected)
     assert line.startswith(f"error: invalid platform file {path}")
 
 
@@ -164,13 +128,13 @@ def test_a_fifty_megabyte_file(tmp_path: Path) -> None:
     with path.open("wb") as stream:
         stream.truncate(50 * 1024 * 1024)
     completed = run_cli("plan", "--platform", path, cwd=tmp_path)
-    assert_bad_input(completed, f"invalid platform file {path}: larger than")
+    one_line_error(completed, 2, f"invalid platform file {path}: larger than")
 
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_dev_zero_as_the_platform_file(tmp_path: Path) -> None:
     completed = run_cli("plan", "--platform", "/dev/zero", cwd=tmp_path)
-    assert_bad_input(completed, "invalid platform file /dev/zero: not a regular file")
+    one_line_error(completed, 2, "invalid platform file /dev/zero: not a regular file")
 
 
 @pytest.mark.parametrize(
@@ -182,7 +146,7 @@ def test_every_command_reading_the_platform_file_refuses_it(
     path = tmp_path / "platform.yaml"
     path.write_text(REFERENCE_TEXT + "model_bucket_name: another-bucket\n")
     completed = run_cli(*command, "--platform", path, cwd=tmp_path)
-    assert_bad_input(completed, "duplicate key 'model_bucket_name'")
+    one_line_error(completed, 2, "duplicate key 'model_bucket_name'")
     assert not (tmp_path / "manifests").exists()
 
 
@@ -191,7 +155,7 @@ def test_a_platform_file_that_cannot_be_opened(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     path = tmp_path / "file" / "platform.yaml"
     completed = run_cli("plan", "--platform", path, cwd=tmp_path)
-    assert_bad_input(completed, f"cannot read platform file {path}: Not a directory")
+    one_line_error(completed, 2, f"cannot read platform file {path}: Not a directory")
 
 
 # Issue 17, item 5: a named pipe hung every command that reads the platform file.
@@ -210,7 +174,7 @@ def test_a_named_pipe_as_the_platform_file_is_refused_at_once(
     except subprocess.TimeoutExpired:
         # subprocess.run has killed the command by now.
         pytest.fail(f"{command[0]} waited for a writer to the named pipe")
-    assert_bad_input(completed, f"invalid platform file {fifo}: not a regular file (a named pipe)")
+    one_line_error(completed, 2, f"invalid platform file {fifo}: not a regular file (a named pipe)")
 
 
 # Issue 17, item 12: files that are no platform at all are said to be none.
@@ -240,14 +204,14 @@ def test_a_file_that_is_no_platform_is_said_to_be_none(
 ) -> None:
     path = tmp_path / "platform.yaml"
     path.write_text(content)
-    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), expected)
+    line = one_line_error(run_cli("plan", "--platform", path, cwd=tmp_path), 2, expected)
     assert line.startswith(f"error: {path} is not a platform file: ")
 
 
 def test_a_misspelt_field_gets_one_line_with_the_fix(tmp_path: Path) -> None:
     path = tmp_path / "platform.yaml"
     path.write_text(REFERENCE_TEXT.replace("tensor_parallel_size: 8", "tensor_paralel_size: 8"))
-    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path))
+    line = one_line_error(run_cli("plan", "--platform", path, cwd=tmp_path), 2)
     assert line == (
         f"error: invalid platform file {path}: deployments.0.tensor_paralel_size: unknown field; "
         "did you mean tensor_parallel_size?"
@@ -257,27 +221,27 @@ def test_a_misspelt_field_gets_one_line_with_the_fix(tmp_path: Path) -> None:
 def test_a_five_thousand_character_name_is_not_echoed_whole(tmp_path: Path) -> None:
     path = tmp_path / "platform.yaml"
     path.write_text(_reference_with(_set(("model_bucket_name",), "b" * 5000)))
-    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), "(5000 characters)")
+    line = one_line_error(run_cli("plan", "--platform", path, cwd=tmp_path), 2, "(5000 characters)")
     assert len(line) < 300 + len(str(path))
 
 
 def test_a_key_with_a_newline_and_terminal_escapes_stays_one_escaped_line(tmp_path: Path) -> None:
     path = tmp_path / "platform.yaml"
     path.write_text(REFERENCE_TEXT + '"\\e[31mred\\nnext": 1\n')
-    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path))
+    line = one_line_error(run_cli("plan", "--platform", path, cwd=tmp_path), 2)
     assert line == f"error: invalid platform file {path}: \\x1b[31mred next: unknown field"
 
 
 def test_a_hundred_thousand_character_key_is_not_echoed_whole(tmp_path: Path) -> None:
     path = tmp_path / "platform.yaml"
     path.write_text(REFERENCE_TEXT + "? " + "k" * 100_000 + "\n: 1\n")
-    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), "unknown field")
+    line = one_line_error(run_cli("plan", "--platform", path, cwd=tmp_path), 2, "unknown field")
     assert len(line) < 300 + len(str(path))
 
 
 def test_a_platform_path_with_a_newline_is_named_on_one_line(tmp_path: Path) -> None:
     path = tmp_path / "two\nlines.yaml"
-    line = assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), "not found")
+    line = one_line_error(run_cli("plan", "--platform", path, cwd=tmp_path), 2, "not found")
     assert "two\\nlines.yaml" in line
 
 
@@ -304,6 +268,6 @@ def test_thousands_of_broken_deployments_are_refused_by_their_count_at_once(
 
     start_up, _ = cpu_of("plan", "--help")
     cpu, completed = cpu_of("plan", "--platform", path)
-    line = assert_bad_input(completed, "6000 deployments")
+    line = one_line_error(completed, 2, "6000 deployments")
     assert "one stack holds at most 500" in line
     assert cpu - start_up < 0.5, (cpu, start_up)

@@ -14,10 +14,9 @@ from matplotlib.transforms import Bbox
 from eks_inference.cli.cold_start_plot import cold_start_figure
 from eks_inference.ops.plan import plan_platform
 from eks_inference.specification.platform import PlatformSpec
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
-from .conftest import REFERENCE_PLATFORM, REPO_ROOT
-
-PLATFORMS = [REFERENCE_PLATFORM, REPO_ROOT / "examples" / "loaders.yaml"]
+PLATFORMS = [REFERENCE_PLATFORM, REPO / "examples" / "loaders.yaml"]
 
 
 @pytest.mark.parametrize("platform", PLATFORMS, ids=lambda p: p.name)

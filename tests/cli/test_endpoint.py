@@ -21,7 +21,9 @@ from typer.testing import Result
 
 from eks_inference.ops.served_models import MAX_RESPONSE_BYTES, models_endpoint
 from eks_inference.specification.platform import PlatformSpec
-from tests.cli.conftest import DRIP_INTERVAL_S, REFERENCE_PLATFORM
+from tests.cli.conftest import DRIP_INTERVAL_S
+from tests.helpers.errors import one_line_error
+from tests.helpers.platforms import reference
 
 KEY = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL"
 MODELS = {
@@ -146,16 +148,6 @@ def with_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
 
 
-def _one_line_error(result: Result, code: int, expected: str) -> str:
-    assert result.exit_code == code, (result.stdout, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert expected in lines[0], lines[0]
-    assert "Traceback" not in result.output
-    return lines[0]
-
-
 # -- the model list --------------------------------------------------------------------------
 
 
@@ -192,7 +184,7 @@ def test_a_refused_key_is_one_line_naming_the_answer(
     cli: Callable[..., Result], endpoint: FakeEndpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "wrong")
-    line = _one_line_error(cli("models", "--url", endpoint.base_url), 1, "401 Unauthorized")
+    line = one_line_error(cli("models", "--url", endpoint.base_url), 1, "401 Unauthorized")
     assert "the API key was refused: a valid API key is required" in line
     assert "wrong" not in line
 
@@ -200,7 +192,7 @@ def test_a_refused_key_is_one_line_naming_the_answer(
 def test_no_key_against_an_endpoint_that_requires_one(
     cli: Callable[..., Result], endpoint: FakeEndpoint
 ) -> None:
-    line = _one_line_error(
+    line = one_line_error(
         cli("models", "--url", endpoint.base_url, "--no-api-key"), 1, "401 Unauthorized"
     )
     assert "requires an API key" in line
@@ -221,14 +213,14 @@ def test_no_key_against_an_endpoint_that_requires_one(
     ],
 )
 def test_malformed_urls(cli: Callable[..., Result], url: str, expected: str) -> None:
-    _one_line_error(cli("models", "--url", url, "--no-api-key"), 2, expected)
+    one_line_error(cli("models", "--url", url, "--no-api-key"), 2, expected)
 
 
 def test_a_missing_key_variable_is_bad_input(
     cli: Callable[..., Result], endpoint: FakeEndpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    _one_line_error(cli("models", "--url", endpoint.base_url), 2, "OPENAI_API_KEY is unset")
+    one_line_error(cli("models", "--url", endpoint.base_url), 2, "OPENAI_API_KEY is unset")
     assert endpoint.requests == []
 
 
@@ -236,12 +228,12 @@ def test_a_key_with_whitespace_is_bad_input(
     cli: Callable[..., Result], endpoint: FakeEndpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", f"{KEY}\n")
-    _one_line_error(cli("models", "--url", endpoint.base_url), 2, "whitespace or non-ASCII")
+    one_line_error(cli("models", "--url", endpoint.base_url), 2, "whitespace or non-ASCII")
 
 
 @pytest.mark.parametrize("option", ["--connect-timeout", "--read-timeout"])
 def test_timeouts_must_be_positive(cli: Callable[..., Result], option: str) -> None:
-    _one_line_error(
+    one_line_error(
         cli("models", "--url", "http://127.0.0.1/v1", "--no-api-key", option, "0"), 2, option
     )
 
@@ -266,7 +258,7 @@ def test_wrong_answers_are_one_line(
     cli: Callable[..., Result], endpoint: FakeEndpoint, deployment: str, expected: str
 ) -> None:
     url = endpoint.base_url.replace("/mistral/", f"/{deployment}/")
-    _one_line_error(cli("models", "--url", url), 1, expected)
+    one_line_error(cli("models", "--url", url), 1, expected)
 
 
 @pytest.mark.usefixtures("with_key")
@@ -275,7 +267,7 @@ def test_a_slow_server_hits_the_read_timeout(
 ) -> None:
     url = endpoint.base_url.replace("/mistral/", "/slow/")
     started = time.monotonic()
-    _one_line_error(
+    one_line_error(
         cli("models", "--url", url, "--read-timeout", "0.3"), 1, "sent no response within 0.3 s"
     )
     assert time.monotonic() - started < 1.5
@@ -290,7 +282,7 @@ def _closed_port() -> int:
 @pytest.mark.usefixtures("with_key")
 def test_nothing_listening_is_one_line(cli: Callable[..., Result]) -> None:
     url = f"http://127.0.0.1:{_closed_port()}/mistral/v1"
-    _one_line_error(cli("models", "--url", url), 1, "could not connect to")
+    one_line_error(cli("models", "--url", url), 1, "could not connect to")
 
 
 @pytest.mark.usefixtures("with_key")
@@ -318,7 +310,7 @@ def test_a_connection_that_never_opens_hits_the_connect_timeout(
         finally:
             for filler in fillers:
                 filler.close()
-    _one_line_error(result, 1, "could not connect to")
+    one_line_error(result, 1, "could not connect to")
     assert "within 0.5 s" in result.stderr
     assert elapsed < 2
 
@@ -334,14 +326,14 @@ def test_a_platform_file_exposing_to_the_internet_without_tls_is_refused(
     cli: Callable[..., Result], tmp_path: Path
 ) -> None:
     """What ``cdk synth`` (app.py) and every command reading the file do with it."""
-    data = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+    data = reference()
     data["endpoint"] = {"scheme": "internet-facing", "source_cidrs": ["203.0.113.0/24"]}
     platform = tmp_path / "deployments.yaml"
     platform.write_text(yaml.safe_dump(data))
     with pytest.raises(ValidationError, match=r"endpoint\.certificate_arn"):
         PlatformSpec.from_yaml(platform)
     result = cli("manifests", "--out", tmp_path / "out", "--platform", platform)
-    _one_line_error(
+    one_line_error(
         result, 2, "endpoint.certificate_arn: an internet-facing endpoint must use HTTPS"
     )
     assert not (tmp_path / "out").exists()
@@ -368,7 +360,7 @@ def test_a_drip_feeding_server_is_cut_at_the_deadline(
         "1.5",
     )
     elapsed = time.monotonic() - started
-    _one_line_error(result, 1, "did not finish answering within 1.5 s (--deadline)")
+    one_line_error(result, 1, "did not finish answering within 1.5 s (--deadline)")
     assert 1.5 <= elapsed < 3, elapsed
 
 
@@ -384,7 +376,7 @@ def test_deeply_nested_json_is_one_line_not_a_recursion_error(
     cli: Callable[..., Result], endpoint: FakeEndpoint, deployment: str, expected: str
 ) -> None:
     url = endpoint.base_url.replace("/mistral/", f"/{deployment}/")
-    line = _one_line_error(cli("models", "--url", url), 1, expected)
+    line = one_line_error(cli("models", "--url", url), 1, expected)
     assert len(line) < 400
     assert "RecursionError" not in line
 
@@ -394,7 +386,7 @@ def test_the_platform_401_is_one_line_with_its_message_and_code(
     cli: Callable[..., Result], endpoint: FakeEndpoint
 ) -> None:
     url = endpoint.base_url.replace("/mistral/", "/platform-401/")
-    line = _one_line_error(cli("models", "--url", url), 1, "401 Unauthorized")
+    line = one_line_error(cli("models", "--url", url), 1, "401 Unauthorized")
     assert line.endswith(
         "the API key was refused: a valid API key is required: send Authorization: Bearer "
         "<key> (invalid_api_key)"
@@ -414,7 +406,7 @@ def test_the_platform_401_is_one_line_with_its_message_and_code(
     ],
 )
 def test_an_invalid_host_is_bad_input(cli: Callable[..., Result], host: str, expected: str) -> None:
-    _one_line_error(cli("models", "--url", f"http://{host}/v1", "--no-api-key"), 2, expected)
+    one_line_error(cli("models", "--url", f"http://{host}/v1", "--no-api-key"), 2, expected)
 
 
 def test_a_valid_host_goes_on_the_wire_in_ascii() -> None:

@@ -28,9 +28,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli.hostile_runner import HANG_S
-from tests.hostile_platforms import Measured, run_measured, write_hostile_platforms
-
-from .conftest import REPO_ROOT
+from tests.helpers.hostile_platforms import Measured, run_measured, write_hostile_platforms
+from tests.helpers.platforms import REPO
 
 CORPUS_SIZE = 300
 COMMANDS = ("plan", "manifests", "preflight")
@@ -92,7 +91,7 @@ def test_every_command_refuses_every_hostile_file_with_one_line_fast_and_small(
             "--",
             *map(str, corpus),
         ],
-        cwd=REPO_ROOT,
+        cwd=REPO,
         check=True,
         # Every run is stopped after HANG_S by the runner itself; this only bounds the whole.
         timeout=len(corpus) * len(COMMANDS) * HANG_S,

@@ -28,8 +28,9 @@ from typer.testing import Result
 
 from eks_inference.ops.aws.deadlines import TIMEOUT_VARIABLE
 from eks_inference.ops.upload.lease import LOCK_SUFFIX
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
-from .conftest import BUCKET, PREFIX, REFERENCE_PLATFORM, REPO_ROOT, URI, upload
+from .conftest import BUCKET, PREFIX, URI, upload
 
 Cli = Callable[..., Result]
 Answer = Callable[[socket.socket], None]
@@ -149,7 +150,7 @@ def _run(*args: str | Path, timeout: float = 60) -> tuple[subprocess.CompletedPr
         text=True,
         check=False,
         timeout=timeout,
-        cwd=REPO_ROOT,
+        cwd=REPO,
     )
     return completed, time.monotonic() - started
 

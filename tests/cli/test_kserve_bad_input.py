@@ -9,14 +9,15 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import REPO_ROOT
-from .test_bad_spec_files import assert_bad_input, run_cli
+from tests.helpers.cli import run_cli
+from tests.helpers.errors import one_line_error
+from tests.helpers.platforms import REPO, platform_data
 
-EXAMPLE = REPO_ROOT / "examples" / "kserve-platform.yaml"
+EXAMPLE = REPO / "examples" / "kserve-platform.yaml"
 
 
 def _example_with(edit: Callable[[dict[str, Any]], None]) -> str:
-    data = yaml.safe_load(EXAMPLE.read_text())
+    data = platform_data(EXAMPLE)
     edit(data["deployments"][0])
     return yaml.safe_dump(data, sort_keys=False)
 
@@ -77,4 +78,4 @@ def test_bad_kserve_deployment(
 ) -> None:
     path = tmp_path / "platform.yaml"
     path.write_text(_example_with(edit))
-    assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), *expected)
+    one_line_error(run_cli("plan", "--platform", path, cwd=tmp_path), 2, *expected)

@@ -21,8 +21,9 @@ from typer.testing import Result
 
 from eks_inference.cli.leftovers import DEFAULT_STACK_NAME
 from eks_inference.ops.leftovers import Owner
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
-from .conftest import REFERENCE_PLATFORM, REGION, REPO_ROOT
+from .conftest import REGION
 
 Cli = Callable[..., Result]
 CLUSTER = "eks-inference"
@@ -280,7 +281,7 @@ def test_resources_of_the_stack_and_its_nested_stacks_are_the_platforms() -> Non
 
 def test_the_default_stack_name_is_the_apps() -> None:
     # Read from the source: the app module imports aws-cdk, which the operations never do.
-    source = (REPO_ROOT / "eks_inference" / "stacks" / "app.py").read_text()
+    source = (REPO / "eks_inference" / "stacks" / "app.py").read_text()
     assigned = {
         node.targets[0].id: node.value
         for node in ast.parse(source).body

@@ -16,8 +16,7 @@ import yaml
 from typer.testing import Result
 
 from eks_inference.output import directory as output_dir
-
-from .conftest import REFERENCE_PLATFORM, REPO_ROOT
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO, reference
 
 
 def test_manifests_are_written(cli: Callable[..., Result], tmp_path: Path) -> None:
@@ -67,12 +66,12 @@ def test_manifests_import_no_jsii_library(platform: str, tmp_path: Path) -> None
     modes, and an example with traffic splits). It prints plain lines: rich, which the other
     commands' tables need, is not imported either."""
     if platform == "karpenter":
-        data = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+        data = reference()
         data["node_provisioning"] = "karpenter"
         platform_file = tmp_path / "karpenter.yaml"
         platform_file.write_text(yaml.safe_dump(data))
     else:
-        platform_file = REPO_ROOT / platform
+        platform_file = REPO / platform
     out = tmp_path / "k8s_manifests"
     arguments = ["manifests", "--platform", str(platform_file), "--out", str(out)]
     assert _imported_after(arguments, ("jsii", "cdk8s", "constructs", "aws_cdk", "rich")) == []

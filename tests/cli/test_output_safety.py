@@ -21,7 +21,9 @@ from xml.sax.saxutils import escape as xml_escape
 import pytest
 from typer.testing import Result
 
-from .conftest import REFERENCE_PLATFORM, REGION
+from tests.helpers.platforms import REFERENCE_PLATFORM
+
+from .conftest import REGION
 
 Cli = Callable[..., Result]
 KEY = "sk-platform-0123456789abcdefghijklmnopqrstuvwxyz"

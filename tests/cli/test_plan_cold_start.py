@@ -12,11 +12,10 @@ from typer.testing import Result
 from eks_inference.cli.cold_start_plot import cold_start_figure
 from eks_inference.ops.plan import plan_platform
 from eks_inference.specification.platform import PlatformSpec
-
-from .conftest import REFERENCE_PLATFORM, REPO_ROOT
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
 Cli = Callable[..., Result]
-EXAMPLE = REPO_ROOT / "examples" / "loaders.yaml"
+EXAMPLE = REPO / "examples" / "loaders.yaml"
 
 
 def test_the_json_carries_each_deployments_cold_start(cli: Cli) -> None:

@@ -11,9 +11,11 @@ import yaml
 from typer.testing import Result
 
 from eks_inference.catalog import MODELS, sizing
-from tests.cli.test_bad_spec_files import assert_bad_input, run_cli
+from tests.helpers.cli import run_cli
+from tests.helpers.errors import one_line_error
+from tests.helpers.platforms import EXAMPLES_DIR, platform_data
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "lmcache.yaml"
+EXAMPLE = EXAMPLES_DIR / "lmcache.yaml"
 
 
 def test_plan_prints_the_tokens_each_tier_holds(cli: Callable[..., Result]) -> None:
@@ -47,8 +49,8 @@ def test_plan_prints_the_tokens_each_tier_holds(cli: Callable[..., Result]) -> N
 def test_a_tier_that_does_not_fit_is_bad_input(
     tmp_path: Path, kv_cache: dict[str, object], expected: tuple[str, ...]
 ) -> None:
-    platform = yaml.safe_load(EXAMPLE.read_text())
+    platform = platform_data(EXAMPLE)
     platform["deployments"][0]["kv_cache"] = kv_cache
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(platform))
-    assert_bad_input(run_cli("plan", "--platform", path, cwd=tmp_path), *expected)
+    one_line_error(run_cli("plan", "--platform", path, cwd=tmp_path), 2, *expected)

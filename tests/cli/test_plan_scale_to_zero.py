@@ -15,11 +15,10 @@ from eks_inference.cli.plan_cells import money
 from eks_inference.engines.kserve.options import serverless_of
 from eks_inference.specification.cold_start import cold_start
 from eks_inference.specification.platform import PlatformSpec
-
-from .conftest import REFERENCE_PLATFORM, REPO_ROOT
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
 Cli = Callable[..., Result]
-EXAMPLE = REPO_ROOT / "examples" / "kserve-platform.yaml"
+EXAMPLE = REPO / "examples" / "kserve-platform.yaml"
 PLATFORM = PlatformSpec.from_yaml(EXAMPLE)
 (SPEC,) = PLATFORM.deployments
 PRICE = INSTANCE_TYPES[SPEC.instance_type].price_per_hour
@@ -74,7 +73,7 @@ def test_the_reference_plan_has_no_scale_to_zero_section(cli: Cli) -> None:
     result = cli("plan", "--platform", REFERENCE_PLATFORM, "--markdown")
     assert result.exit_code == 0, result.stderr
     assert "Scale to zero" not in result.stdout
-    assert result.stdout == (REPO_ROOT / "k8s_manifests" / "PLAN.md").read_text()
+    assert result.stdout == (REPO / "k8s_manifests" / "PLAN.md").read_text()
 
 
 @pytest.mark.parametrize(
@@ -98,7 +97,7 @@ def test_idle_hours_that_cannot_be_are_bad_input(
 
 def test_the_docs_quote_the_examples_figures() -> None:
     """docs/scale-to-zero.md quotes what the plan prints for the example."""
-    text = " ".join((REPO_ROOT / "docs" / "scale-to-zero.md").read_text().split())
+    text = " ".join((REPO / "docs" / "scale-to-zero.md").read_text().split())
     at_zero = 12 - RETENTION_HOURS
     assert f"a {COLD_START:.0f} s cold start" in text
     assert f"{money(PRICE)} per idle hour and {money(PRICE * at_zero)} a day" in text

@@ -21,13 +21,13 @@ from eks_inference.catalog.spot_prices import (
 from eks_inference.ops.plan import plan_platform
 from eks_inference.ops.quotas import vcpu_quota
 from eks_inference.specification.platform import PlatformSpec
-
-from .conftest import REFERENCE_PLATFORM
+from tests.helpers.errors import one_line_error
+from tests.helpers.platforms import REFERENCE_PLATFORM, reference
 
 
 def _platform_file(tmp_path: Path, **pools: dict[str, Any]) -> Path:
     """The reference platform in Karpenter mode with ``pools`` changed (by name)."""
-    data = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+    data = reference()
     data["node_provisioning"] = "karpenter"
     for pool in data["node_pools"]:
         pool.update(pools.get(pool["name"], {}))
@@ -152,9 +152,7 @@ def test_bad_spot_prices_are_one_line_errors(
     cli: Callable[..., Result], value: str, message: str
 ) -> None:
     result = cli("plan", "--platform", REFERENCE_PLATFORM, "--spot-price", value)
-    assert result.exit_code == 2
-    assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    one_line_error(result, 2, message)
 
 
 def test_spot_prices_are_for_the_platform_plan(cli: Callable[..., Result]) -> None:

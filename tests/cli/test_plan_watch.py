@@ -10,8 +10,8 @@ from typer.testing import Result
 
 from eks_inference.observability.signals import signals_of
 from eks_inference.specification.platform import PlatformSpec
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
-REFERENCE_PLATFORM = Path(__file__).resolve().parents[2] / "deployments.yaml"
 Cli = Callable[..., Result]
 
 

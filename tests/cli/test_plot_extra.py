@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REFERENCE_PLATFORM, REPO_ROOT
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
 # Runs the CLI with matplotlib (and every module under it) refused at import.
 _WITHOUT_MATPLOTLIB = """
@@ -42,7 +42,7 @@ def _without_matplotlib(*args: str | Path) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
         timeout=120,
-        cwd=REPO_ROOT,
+        cwd=REPO,
     )
 
 
@@ -76,11 +76,11 @@ def test_plan_without_the_extra_still_plans(tmp_path: Path) -> None:
 
 
 def test_the_extra_is_declared_and_the_dev_environment_installs_it() -> None:
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if d.startswith("matplotlib")]
     assert [d for d in project["optional-dependencies"]["plot"] if d.startswith("matplotlib")]
-    runtime = (REPO_ROOT / "requirements.txt").read_text().splitlines()
-    dev = (REPO_ROOT / "requirements-dev.txt").read_text().splitlines()
+    runtime = (REPO / "requirements.txt").read_text().splitlines()
+    dev = (REPO / "requirements-dev.txt").read_text().splitlines()
     assert not [line for line in runtime if line.startswith("matplotlib")]
     assert "-r requirements.txt" in dev
     assert [line for line in dev if line.startswith("matplotlib==")]

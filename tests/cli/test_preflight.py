@@ -22,8 +22,9 @@ from eks_inference.catalog import INSTANCE_TYPES
 from eks_inference.cli.inputs import load_platform
 from eks_inference.ops.quotas import vcpu_quota
 from eks_inference.specification.artifacts import artifact_prefix, completion_marker_key
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
-from .conftest import REFERENCE_PLATFORM, REGION, ApiCalls
+from .conftest import REGION, ApiCalls
 
 Cli = Callable[..., Result]
 PLATFORM = load_platform(REFERENCE_PLATFORM)

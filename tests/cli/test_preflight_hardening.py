@@ -19,8 +19,7 @@ import pytest
 from typer.testing import Result
 
 from eks_inference.ops.aws.deadlines import TIMEOUT_VARIABLE
-
-from .conftest import REFERENCE_PLATFORM, REPO_ROOT
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
 Cli = Callable[..., Result]
 PAGE = (
@@ -125,7 +124,7 @@ def test_a_silent_endpoint_fails_every_check_in_bounded_time(
         text=True,
         check=False,
         timeout=60,
-        cwd=REPO_ROOT,
+        cwd=REPO,
     )
     elapsed = time.monotonic() - started
     assert completed.returncode == 1, completed.stderr

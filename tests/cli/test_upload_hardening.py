@@ -29,19 +29,10 @@ from typer.testing import Result
 
 from eks_inference.cli.progress import STALL_AFTER_S, ByteProgress, StallColumn
 from eks_inference.ops.aws.deadlines import TIMEOUT_VARIABLE
+from tests.helpers.errors import one_line_error
+from tests.helpers.platforms import REPO
 
-from .conftest import (
-    BIG,
-    BUCKET,
-    MIB,
-    PART_SIZE,
-    PREFIX,
-    REPO_ROOT,
-    SMALL,
-    URI,
-    ApiCalls,
-    upload,
-)
+from .conftest import BIG, BUCKET, MIB, PART_SIZE, PREFIX, SMALL, URI, ApiCalls, upload
 
 Cli = Callable[..., Result]
 # Three parts of 5, 5 and 1 MiB.
@@ -69,14 +60,6 @@ def _open_uploads(s3: Any, prefix: str = PREFIX) -> list[str]:
     return [u["Key"] for u in uploads]
 
 
-def _one_line_error(result: Result, exit_code: int) -> str:
-    assert result.exit_code == exit_code, (result.stdout, result.stderr)
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, result.stderr
-    assert "Traceback" not in result.output
-    return errors[0]
-
-
 # Item 1: unreadable entries and links.
 
 
@@ -102,7 +85,7 @@ def test_an_unreadable_directory_fails_the_run_before_anything_changes(
     monkeypatch.setattr(os, "scandir", scandir)
     api_calls.clear()
     # With --delete, a skipped directory would have cost the bucket its copy.
-    line = _one_line_error(upload(cli, model_dir, "--delete"), 2)
+    line = one_line_error(upload(cli, model_dir, "--delete"), 2)
     assert "'original/' cannot be read (Permission denied)" in line
     assert f"cannot upload {model_dir} as it is, nothing was sent; 1 problem:" in line
     assert [name for name, _ in api_calls.calls if name in WRITES] == []
@@ -122,7 +105,7 @@ def test_links_that_leave_the_directory_are_refused_one_message_each(
     (model_dir / "generation_config.json").symlink_to(model_dir / "no-such-file.json")
     (model_dir / "original" / "loop").symlink_to("..", target_is_directory=True)
 
-    line = _one_line_error(upload(cli, model_dir), 2)
+    line = one_line_error(upload(cli, model_dir), 2)
     assert "nothing was sent; 4 problems: " in line
     assert f"'extra.safetensors' is a link to '{outside / 'extra.safetensors'}', outside" in line
     assert f"'tokenizer' is a link to '{outside / 'tokenizer'}', outside the directory" in line
@@ -160,7 +143,7 @@ def test_a_fifo_is_refused_instead_of_skipped_or_read_forever(
     cli: Cli, bucket: str, model_dir: Path
 ) -> None:
     os.mkfifo(model_dir / "original" / "pipe")
-    line = _one_line_error(upload(cli, model_dir), 2)
+    line = one_line_error(upload(cli, model_dir), 2)
     assert "'original/pipe' is not a file or directory (a FIFO, socket or device)" in line
 
 
@@ -194,7 +177,7 @@ def test_a_file_changed_mid_upload_leaves_no_object_and_no_manifest(
         return real_pread(fd, size, offset)
 
     monkeypatch.setattr(os, "pread", pread)
-    line = _one_line_error(upload(cli, model_dir, "--concurrency", "1"), 1)
+    line = one_line_error(upload(cli, model_dir, "--concurrency", "1"), 1)
     assert f"upload stopped ({BIG}: {big} changed while it was being read" in line
     remote = _remote(s3)
     assert BIG not in remote
@@ -259,7 +242,7 @@ def _run_signalled(signal_name: str, root: Path) -> subprocess.CompletedProcess[
         text=True,
         check=False,
         timeout=120,
-        cwd=REPO_ROOT,
+        cwd=REPO,
     )
 
 
@@ -309,7 +292,7 @@ def test_a_silent_endpoint_fails_in_bounded_time_with_one_line(
         text=True,
         check=False,
         timeout=60,
-        cwd=REPO_ROOT,
+        cwd=REPO,
     )
     elapsed = time.monotonic() - started
     assert completed.returncode == 1, completed.stderr
@@ -340,7 +323,7 @@ def test_the_timeout_setting_is_checked(
     cli: Cli, aws_env: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     monkeypatch.setenv(TIMEOUT_VARIABLE, value)
-    line = _one_line_error(upload(cli, model_dir), 2)
+    line = one_line_error(upload(cli, model_dir), 2)
     assert f"{TIMEOUT_VARIABLE}={value!r} must be a number of seconds" in line
 
 
@@ -358,7 +341,7 @@ def test_retry_settings_botocore_rejects_are_bad_input(
 ) -> None:
     # Retries follow the standard AWS settings now, so their mistakes must read as one line.
     monkeypatch.setenv(variable, value)
-    line = _one_line_error(upload(cli, model_dir), 2)
+    line = one_line_error(upload(cli, model_dir), 2)
     assert "the AWS configuration is invalid (" in line
     assert "check AWS_MAX_ATTEMPTS, AWS_RETRY_MODE" in line
 
@@ -377,7 +360,7 @@ def test_retry_settings_botocore_rejects_are_bad_input(
     ],
 )
 def test_unsafe_prefixes_are_refused(cli: Cli, model_dir: Path, uri: str, expected: str) -> None:
-    assert expected in _one_line_error(cli("upload", model_dir, uri), 2)
+    assert expected in one_line_error(cli("upload", model_dir, uri), 2)
 
 
 @pytest.mark.parametrize("name", ["tok\x1benizer.json", "what?.json", "notes#1.json", "a\\b.json"])
@@ -385,7 +368,7 @@ def test_file_names_that_cannot_be_keys_are_refused(
     cli: Cli, model_dir: Path, api_calls: ApiCalls, name: str
 ) -> None:
     (model_dir / "original" / name).write_text("{}")
-    line = _one_line_error(upload(cli, model_dir), 2)
+    line = one_line_error(upload(cli, model_dir), 2)
     shown = repr("original/" + name)
     assert f"{shown} has a control character, '?', '#' or '\\' in its name, refused" in line
     assert api_calls.calls == []
@@ -397,7 +380,7 @@ def test_keys_longer_than_s3_allows_are_refused(cli: Cli, aws_env: str, model_di
         deep = deep / ("d" * 200)
     deep.mkdir(parents=True)
     (deep / "tokenizer.json").write_text("{}")
-    line = _one_line_error(upload(cli, model_dir), 2)
+    line = one_line_error(upload(cli, model_dir), 2)
     assert f"1 key under {URI} would be longer than S3's 1024 bytes" in line
 
 
@@ -405,12 +388,12 @@ def test_keys_longer_than_s3_allows_are_refused(cli: Cli, aws_env: str, model_di
 def test_part_size_is_capped_at_s3s_largest_part(
     cli: Cli, aws_env: str, model_dir: Path, part_size: str
 ) -> None:
-    line = _one_line_error(cli("upload", model_dir, URI, "--part-size", part_size), 2)
+    line = one_line_error(cli("upload", model_dir, URI, "--part-size", part_size), 2)
     assert "--part-size must be at least 5 MiB and at most 5120 MiB" in line
 
 
 @pytest.mark.parametrize("uri", ["s3://models", "s3://models/"])
 def test_the_suggested_uri_does_not_double_the_prefix(cli: Cli, model_dir: Path, uri: str) -> None:
-    line = _one_line_error(cli("upload", model_dir, uri), 2)
+    line = one_line_error(cli("upload", model_dir, uri), 2)
     assert "e.g. s3://models/MODEL/" in line
     assert "models/models/" not in line

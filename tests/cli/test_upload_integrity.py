@@ -36,21 +36,10 @@ from eks_inference.ops.errors import CommandFailed
 from eks_inference.ops.s3uri import S3Prefix
 from eks_inference.ops.upload.lease import LOCK_SUFFIX, Lease, LeaseOwner, acquire
 from eks_inference.ops.upload.remote import abort_stale_uploads
+from tests.helpers.errors import one_line_error
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
 
-from .conftest import (
-    BIG,
-    BUCKET,
-    MIB,
-    PART_SIZE,
-    PREFIX,
-    REFERENCE_PLATFORM,
-    REGION,
-    REPO_ROOT,
-    SMALL,
-    URI,
-    ApiCalls,
-    upload,
-)
+from .conftest import BIG, BUCKET, MIB, PART_SIZE, PREFIX, REGION, SMALL, URI, ApiCalls, upload
 
 Cli = Callable[..., Result]
 LOCK = "models/llama-3-8b" + LOCK_SUFFIX
@@ -70,15 +59,6 @@ def _remote(s3: Any) -> dict[str, bytes]:
 
 def _local(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-
-
-def _one_line_error(result: Result | subprocess.CompletedProcess[str], exit_code: int) -> str:
-    code = result.exit_code if isinstance(result, Result) else result.returncode
-    assert code == exit_code, (result.stdout, result.stderr)
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    return errors[0]
 
 
 def _assert_complete(s3: Any, root: Path) -> None:
@@ -177,7 +157,7 @@ def _release(marker: Path) -> None:
 def _run(command: list[str], timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     completed = subprocess.run(
-        command, capture_output=True, text=True, check=False, timeout=timeout, cwd=REPO_ROOT
+        command, capture_output=True, text=True, check=False, timeout=timeout, cwd=REPO
     )
     return completed, time.monotonic() - started
 
@@ -194,7 +174,7 @@ def test_a_second_upload_to_a_prefix_being_uploaded_is_refused_and_breaks_nothin
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=REPO_ROOT,
+        cwd=REPO,
     )
     try:
         deadline = time.monotonic() + 60
@@ -207,7 +187,7 @@ def test_a_second_upload_to_a_prefix_being_uploaded_is_refused_and_breaks_nothin
             PREFIX + BIG
         ]
         second = upload(cli, model_dir, "--overwrite", "--delete")
-        line = _one_line_error(second, 1)
+        line = one_line_error(second, 1)
         assert f"another upload holds the lease on {URI} (host " in line
         assert f", pid {first.pid}, id " in line
         assert " UTC, renewed while it runs; nothing was sent" in line
@@ -245,7 +225,7 @@ def test_a_live_lease_of_another_host_refuses_naming_its_owner_and_expiry(
     cli: Cli, s3: Any, bucket: str, model_dir: Path, api_calls: ApiCalls
 ) -> None:
     s3.put_object(Bucket=BUCKET, Key=LOCK, Body=_lease_record(ELSEWHERE, 300))
-    line = _one_line_error(upload(cli, model_dir), 1)
+    line = one_line_error(upload(cli, model_dir), 1)
     assert f"another upload holds the lease on {URI} (host build-7, pid 4242, id " in line
     assert "0123456789abcdef) until 20" in line
     assert f"if it is dead for the lease to expire (s3://{BUCKET}/{LOCK})" in line
@@ -392,7 +372,7 @@ def test_a_file_swapped_for_a_link_after_the_scan_is_not_followed(
     sent = _record_sent_payload_hashes(monkeypatch)
     result = upload(cli, model_dir)
     assert hashlib.sha256(secret.read_bytes()).hexdigest() not in sent
-    line = _one_line_error(result, 1)
+    line = one_line_error(result, 1)
     assert f"{config} was replaced by a symbolic link after the scan; nothing of it was read" in (
         line
     )
@@ -406,7 +386,7 @@ def test_a_fifo_swapped_in_after_the_scan_is_refused_without_hanging(
 ) -> None:
     config = model_dir / "config.json"
     completed, elapsed = _run(_hooked(model_dir, "HeadBucket", "*", "fifo", str(config)))
-    line = _one_line_error(completed, 1)
+    line = one_line_error(completed, 1)
     assert f"{config} is no longer a regular file (a FIFO, socket or device was swapped in" in line
     assert elapsed < 30
     assert "_manifest.json" not in _remote(s3)
@@ -426,7 +406,7 @@ def test_a_file_rewritten_during_its_put_is_not_left_in_s3_or_the_manifest(
             os.utime(small, ns=(before.st_atime_ns, before.st_mtime_ns))
 
     api_calls.fail = rewrite
-    line = _one_line_error(upload(cli, model_dir), 1)
+    line = one_line_error(upload(cli, model_dir), 1)
     assert f"1 file changed while being uploaded ({SMALL}): the bytes sent differ" in line
     remote = _remote(s3)
     assert SMALL not in remote
@@ -440,7 +420,7 @@ def test_a_file_that_shrinks_during_its_upload_fails_at_once_saying_so(
     completed, elapsed = _run(
         _hooked(model_dir, "PutObject", SMALL, "truncate", f"{small}:1000"), timeout=80
     )
-    line = _one_line_error(completed, 1)
+    line = one_line_error(completed, 1)
     assert f"upload stopped ({SMALL}: {small} changed after the scan" in line
     # Not S3's fault, and not after S3 gave up waiting for the missing bytes (30 s a try).
     assert "S3" not in line.split(";")[0]
@@ -488,7 +468,7 @@ def test_a_refused_deletion_keeps_the_manifest_of_the_unchanged_prefix(
     manifest = _with_manifest(cli, s3, model_dir, "old/pytorch_model.bin")
 
     api_calls.fail = _deny_deleting(PREFIX + "old/pytorch_model.bin")
-    line = _one_line_error(upload(cli, model_dir, "--delete"), 1)
+    line = one_line_error(upload(cli, model_dir, "--delete"), 1)
     assert "cannot delete old/pytorch_model.bin: access denied (AccessDenied)" in line
     assert line.endswith("deleted before it: none")
     # Nothing changed, so the prefix is still the complete upload its manifest describes.
@@ -503,7 +483,7 @@ def test_a_deletion_that_stops_names_the_keys_already_deleted(
     _with_manifest(cli, s3, model_dir, "stale\x01shard.bin", "old/pytorch_model.bin")
 
     api_calls.fail = _deny_deleting(PREFIX + "old/pytorch_model.bin")
-    line = _one_line_error(upload(cli, model_dir, "--delete"), 1)
+    line = one_line_error(upload(cli, model_dir, "--delete"), 1)
     assert line.endswith("deleted before it: stale\\x01shard.bin")
     remote = _remote(s3)
     assert "stale\x01shard.bin" not in remote
@@ -523,7 +503,7 @@ def test_a_drip_feeding_endpoint_fails_within_the_request_deadline_with_one_line
     completed, elapsed = _run(
         [sys.executable, "-m", "eks_inference", "upload", str(model_dir), URI], timeout=60
     )
-    line = _one_line_error(completed, 1)
+    line = one_line_error(completed, 1)
     origin = drip_endpoint.removeprefix("http://")
     assert line.startswith(f"error: stopped: a request to {origin} (HEAD) outlived its deadline")
     assert "of 1 s plus 1 s per MiB sent" in line
@@ -542,7 +522,7 @@ def test_the_command_deadline_ends_the_command(
     completed, elapsed = _run(
         [sys.executable, "-m", "eks_inference", "upload", str(model_dir), URI], timeout=60
     )
-    line = _one_line_error(completed, 1)
+    line = one_line_error(completed, 1)
     assert line.startswith("error: stopped: the command's AWS deadline of 1.5 s passed;")
     assert elapsed < 15
 
@@ -552,7 +532,7 @@ def test_the_command_deadline_setting_is_checked(
     cli: Cli, bucket: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     monkeypatch.setenv(DEADLINE_VARIABLE, value)
-    line = _one_line_error(upload(cli, model_dir), 2)
+    line = one_line_error(upload(cli, model_dir), 2)
     assert f"{DEADLINE_VARIABLE}={value!r} must be a number of seconds above 0" in line
 
 
@@ -562,7 +542,7 @@ def test_the_command_deadline_setting_is_checked(
 def test_concurrency_beyond_the_maximum_is_refused_with_the_reason(
     cli: Cli, bucket: str, model_dir: Path, api_calls: ApiCalls
 ) -> None:
-    line = _one_line_error(upload(cli, model_dir, "--concurrency", "100000"), 2)
+    line = one_line_error(upload(cli, model_dir, "--concurrency", "100000"), 2)
     assert f"--concurrency must be at most {MAX_CONCURRENCY}, got 100000: that many" in line
     assert api_calls.calls == []
 

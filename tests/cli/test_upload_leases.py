@@ -26,14 +26,15 @@ from typer.testing import Result
 from eks_inference.ops.aws.deadlines import DEADLINE_VARIABLE
 from eks_inference.ops.upload import lease as upload_lease
 from eks_inference.ops.upload.lease import LEASE_S, LOCK_SUFFIX
+from tests.helpers.errors import one_line_error
+from tests.helpers.platforms import REPO
 
-from .conftest import BUCKET, PART_SIZE, REPO_ROOT, ApiCalls
+from .conftest import BUCKET, PART_SIZE, ApiCalls
 from .test_upload_integrity import (
     _HOOKED_RUN,
     ELSEWHERE,
     _hooked,
     _lease_record,
-    _one_line_error,
     _release,
     _run,
 )
@@ -74,7 +75,7 @@ def _paused_run(model_dir: Path, prefix: str, reached: Path) -> subprocess.Popen
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=REPO_ROOT,
+        cwd=REPO,
     )
     deadline = time.monotonic() + 60
     while not reached.exists():
@@ -103,7 +104,7 @@ def test_an_upload_around_a_prefix_being_uploaded_is_refused_and_deletes_nothing
     inner = _paused_run(model_dir, INNER, reached)
     try:
         outer = cli("upload", model_dir, _uri(OUTER), *PART_SIZE, "--overwrite", "--delete")
-        line = _one_line_error(outer, 1)
+        line = one_line_error(outer, 1)
         assert (
             f"another upload holds the lease on {_uri(INNER)}, a prefix overlapping "
             f"{_uri(OUTER)} (host " in line
@@ -127,7 +128,7 @@ def test_an_upload_inside_a_prefix_being_uploaded_is_refused(
     outer = _paused_run(model_dir, OUTER, reached)
     try:
         inner = cli("upload", model_dir, _uri(INNER), *PART_SIZE)
-        line = _one_line_error(inner, 1)
+        line = one_line_error(inner, 1)
         assert (
             f"another upload holds the lease on {_uri(OUTER)}, a prefix overlapping "
             f"{_uri(INNER)} (host " in line
@@ -175,7 +176,7 @@ def test_a_local_file_named_as_a_lease_lock_is_refused(
     cli: Cli, bucket: str, model_dir: Path
 ) -> None:
     (model_dir / f"shard{LOCK_SUFFIX}").write_bytes(b"x")
-    line = _one_line_error(cli("upload", model_dir, _uri(OUTER), *PART_SIZE), 2)
+    line = one_line_error(cli("upload", model_dir, _uri(OUTER), *PART_SIZE), 2)
     assert f"'shard{LOCK_SUFFIX}' ends in {LOCK_SUFFIX}, the name of the upload's lease" in line
 
 
@@ -186,7 +187,7 @@ def test_the_command_deadline_still_aborts_the_multipart_upload_and_releases_the
     # The second part waits until the command's deadline has passed.
     pause = f"{tmp_path / 'at-part-2'}:5"
     completed, elapsed = _run(_hooked(model_dir, "UploadPart", "part2", "pause", pause))
-    line = _one_line_error(completed, 1)
+    line = one_line_error(completed, 1)
     assert line.startswith("error: stopped: the command's AWS deadline of 3 s passed;")
     assert s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
     assert _keys(s3, f"models/llama-3-8b{LOCK_SUFFIX}") == []
@@ -212,7 +213,7 @@ def test_sigterm_outside_the_transfer_ends_in_one_line_and_releases_the_lease(
     assert cli("upload", model_dir, uri, *PART_SIZE).exit_code == 0
     s3.put_object(Bucket=BUCKET, Key="models/llama-3-8b/old.bin", Body=b"old")
     completed, _ = _run(_hooked(model_dir, operation, "*", "sigterm", "-", "--delete"))
-    line = _one_line_error(completed, 130)
+    line = one_line_error(completed, 130)
     assert line.startswith("error: " + said.format(uri=uri)), line
     assert _keys(s3, f"models/llama-3-8b{LOCK_SUFFIX}") == []
 
@@ -226,7 +227,7 @@ def test_a_lock_claiming_an_absurd_lease_holds_the_prefix_only_briefly(
         b'"duration_s": 300', b'"duration_s": ' + duration.encode()
     )
     s3.put_object(Bucket=BUCKET, Key=lock, Body=record)
-    line = _one_line_error(cli("upload", model_dir, _uri("models/llama-3-8b/"), *PART_SIZE), 1)
+    line = one_line_error(cli("upload", model_dir, _uri("models/llama-3-8b/"), *PART_SIZE), 1)
     assert f"s3://{BUCKET}/{lock} holds a lease this version cannot read, live until " in line
     until = datetime.strptime(line.split("live until ")[1][:19], "%Y-%m-%d %H:%M:%S")
     assert until.replace(tzinfo=UTC) <= datetime.now(UTC) + timedelta(seconds=LEASE_S + 5)
@@ -243,7 +244,7 @@ def test_a_file_replaced_by_a_directory_after_the_scan_is_named_as_such(
             config.mkdir()
 
     api_calls.fail = swap
-    line = _one_line_error(cli("upload", model_dir, _uri(OUTER), *PART_SIZE), 1)
+    line = one_line_error(cli("upload", model_dir, _uri(OUTER), *PART_SIZE), 1)
     assert f"{config} was replaced by a directory after the scan; nothing of it was read" in line
     assert _keys(s3, OUTER) == []
 

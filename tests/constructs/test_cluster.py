@@ -11,7 +11,7 @@ from constructs import Construct
 
 from eks_inference import versions
 from eks_inference.constructs.cluster import kubectl_layer, kubernetes_release
-from tests.conftest import Synthesized
+from tests.helpers.synthesis import Synthesized
 
 LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 

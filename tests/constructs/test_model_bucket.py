@@ -6,7 +6,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from eks_inference.constructs.model_bucket import _check_prefix
-from tests.conftest import Synthesized
+from tests.helpers.synthesis import Synthesized
 
 
 @pytest.mark.parametrize("prefix", ["", "/models/", "models/llama", "s3://b/models/"])

@@ -31,8 +31,9 @@ from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import Placement, PlatformSpec
 from eks_inference.stacks import register_nag
-from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized, cdk_context
-from tests.stacks.deployed import DeployedDeployment, Statement, deployed, statements
+from tests.helpers.deployed import DeployedDeployment, Statement, deployed, statements
+from tests.helpers.platforms import REFERENCE_PLATFORM
+from tests.helpers.synthesis import STACK_NAME, Synthesized, cdk_context
 
 PLATFORM = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
 BUCKET_ARN = f"arn:aws:s3:::{PLATFORM.model_bucket_name}"

@@ -9,7 +9,7 @@ from aws_cdk.assertions import Match
 
 from eks_inference.constructs.nodegroups import cluster_autoscaler_tags
 from eks_inference.specification.node_pools import NodePool
-from tests.conftest import Synthesized
+from tests.helpers.synthesis import Synthesized
 
 EXPECTED = {
     "m6i.2xlarge": ("AL2023_x86_64_STANDARD", []),

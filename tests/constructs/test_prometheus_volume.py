@@ -12,7 +12,7 @@ from aws_cdk import App, CfnDeletionPolicy, CfnResource, Stack
 from eks_inference.constructs import InferenceCluster, InferenceObservability, PlatformAddons
 from eks_inference.constructs.addons.observability import ObservabilityOptions
 from eks_inference.specification.platform import PlatformSpec
-from tests.conftest import REFERENCE_PLATFORM
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
 SYSTEM = PlatformSpec.from_yaml(REFERENCE_PLATFORM).system_pool
 

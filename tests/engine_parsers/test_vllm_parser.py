@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 from importlib.metadata import version
-from pathlib import Path
 
 import pytest
 
@@ -31,15 +30,16 @@ from eks_inference.charts.shipped import VLLM_API_KEY_MIDDLEWARE
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import GPU_VLLM_VERSION
-from tests.charts.conftest import variants_spec
-from tests.vllm_args import option_rows, rendered_vllm_args, serve_options
+from tests.helpers.platforms import REPO
+from tests.helpers.rendered import variants_spec
+from tests.helpers.vllm_args import option_rows, rendered_vllm_args, serve_options
 
 # Parsing needs a platform to describe devices, chosen when vLLM is first imported; the
 # server's image finds its GPUs itself.
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 serve = pytest.importorskip("vllm.entrypoints.cli.serve")
 
-REPO = Path(__file__).resolve().parents[2]
+
 PLATFORMS = (REPO / "deployments.yaml", *sorted((REPO / "examples").glob("*.yaml")))
 CONTEXT = RenderContext(
     bucket_name="eks-inference-models-example", region="us-east-1", neuron_ray_image=""

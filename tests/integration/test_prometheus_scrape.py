@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.charts.helpers import of_kind, one
-from tests.charts.observed import autoscaled_objects, pods, sanitized, selects
+from tests.helpers.objects import of_kind, one
+from tests.helpers.observed import autoscaled_objects, pods, sanitized, selects
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(

@@ -5,7 +5,6 @@ idle hours."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,15 +24,15 @@ from eks_inference.ops.scale_to_zero import (
 )
 from eks_inference.specification.cold_start import cold_start
 from eks_inference.specification.platform import PlatformSpec
+from tests.helpers.platforms import REPO, platform_data
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "kserve-platform.yaml"
 REFERENCE = REPO / "deployments.yaml"
 CONTEXT = RenderContext(bucket_name="b", region="us-east-1", neuron_ray_image="")
 
 
 def _example(**changes: Any) -> PlatformSpec:
-    data = yaml.safe_load(EXAMPLE.read_text())
+    data = platform_data(EXAMPLE)
     deployment = data["deployments"][0]
     for key, value in changes.items():
         if key == "capacity_type":
@@ -47,7 +46,7 @@ def _example(**changes: Any) -> PlatformSpec:
 
 def _ray_at_zero() -> PlatformSpec:
     """Ray Serve LLM scaling to zero on a g6e.2xlarge (the chart variants' deployment)."""
-    data = yaml.safe_load(EXAMPLE.read_text())
+    data = platform_data(EXAMPLE)
     data["deployments"] = [
         {
             "name": "mistral-gpu-zero",

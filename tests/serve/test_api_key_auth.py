@@ -27,7 +27,7 @@ from eks_inference.serve.api_key_auth import (
     VLLMAPIKeyMiddleware,
     bearer_credentials,
 )
-from tests.serve.fakes import HTTPResult, call_app
+from tests.helpers.serve_fakes import HTTPResult, call_app
 
 SOURCE = Path(api_key_auth.__file__)
 KEY = "k3y-0f-the-platform"

@@ -17,9 +17,9 @@ from eks_inference.serve.image import (
     neuron_ray_build_args,
     neuron_ray_image_hash,
 )
+from tests.helpers.platforms import REPO
 
 DOCKERFILE = NEURON_RAY_IMAGE_CONTEXT / "Dockerfile"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -129,9 +129,9 @@ def test_asset_uri_rejects_malformed_names(account: str | None, region: str) -> 
 
 
 def test_package_data_ships_the_build_context() -> None:
-    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     patterns = pyproject["tool"]["setuptools"]["package-data"]["eks_inference"]
-    package = REPO_ROOT / "eks_inference"
+    package = REPO / "eks_inference"
     shipped = {path for pattern in patterns for path in package.glob(pattern)}
     missing = [
         p.relative_to(package)

@@ -31,7 +31,7 @@ from eks_inference.serve.triton_openai import (
     v2_inputs,
     v2_outputs,
 )
-from tests.serve.fakes import call_app
+from tests.helpers.serve_fakes import call_app
 
 KEY = "test-key-123"
 

@@ -20,8 +20,9 @@ from eks_inference.charts.node_bootstrap import kubelet_config
 from eks_inference.specification.numa import family_policy, pool_policy
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.provisioning import NodeProvisioning
-from tests.cli.test_bad_spec_files import assert_bad_input, run_cli
-from tests.conftest import EXAMPLES, REFERENCE_PLATFORM
+from tests.helpers.cli import run_cli
+from tests.helpers.errors import one_line_error
+from tests.helpers.platforms import EXAMPLES, REFERENCE_PLATFORM
 
 
 def _platform(degree: int, model: str = "llama-3.1-70b", **pool: Any) -> dict[str, Any]:
@@ -93,8 +94,9 @@ def test_an_explicit_single_numa_node_policy_still_refuses_the_replica(tmp_path:
     assert "topology_manager_policy: restricted on node_pools.1" in error["msg"]
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert_bad_input(
+    one_line_error(
         run_cli("plan", "--platform", path, cwd=tmp_path),
+        2,
         "deployments.0.tensor_parallel_size",
         "topology_manager_policy: restricted on node_pools.1",
     )

@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from eks_inference.specification.platform import PlatformSpec
-from tests.conftest import REFERENCE_PLATFORM
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
 REFERENCE = yaml.safe_load(REFERENCE_PLATFORM.read_text())
 # Linear growth makes the ratio 4 (a little less: the reference part is fixed); quadratic, 16.

@@ -21,8 +21,9 @@ from pydantic import BaseModel, ModelWrapValidatorHandler, ValidationError, mode
 
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.validation import Problems, Rule, validate_with_rules
-from tests.cli.test_bad_spec_files import assert_bad_input, run_cli
-from tests.conftest import REFERENCE_PLATFORM
+from tests.helpers.cli import run_cli
+from tests.helpers.errors import one_line_error
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
 REFERENCE = yaml.safe_load(REFERENCE_PLATFORM.read_text())
 
@@ -83,7 +84,7 @@ def test_plan_and_manifests_print_one_line(case: str, command: str, tmp_path: Pa
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(data))
     extra = ["--out", str(tmp_path / "out")] if command == "manifests" else []
-    assert_bad_input(run_cli(command, "--platform", path, *extra, cwd=tmp_path), field)
+    one_line_error(run_cli(command, "--platform", path, *extra, cwd=tmp_path), 2, field)
 
 
 class _Inner(BaseModel):

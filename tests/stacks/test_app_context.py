@@ -14,7 +14,8 @@ from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.provisioning import NodeProvisioning
 from eks_inference.stacks import build_app
-from tests.conftest import REFERENCE_PLATFORM
+from tests.helpers.errors import problems
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
 PLATFORM = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
 
@@ -23,8 +24,8 @@ def context_errors(**context: str) -> dict[str, list[str]]:
     with pytest.raises(ValidationError) as raised:
         build_app(PLATFORM, app=App(context=context))
     errors: dict[str, list[str]] = {}
-    for error in raised.value.errors():
-        errors.setdefault(".".join(map(str, error["loc"])), []).append(error["msg"])
+    for field, message in problems(raised.value):
+        errors.setdefault(field, []).append(message)
     return errors
 
 

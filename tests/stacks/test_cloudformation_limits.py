@@ -15,7 +15,7 @@ import pytest
 from bench.platforms import generated_platform
 from eks_inference.specification.cloudformation_limits import NESTED_STACK_BOUND, parent_stack_use
 from eks_inference.specification.platform import PlatformSpec
-from tests.conftest import STACK_NAME, Synthesized, cdk_context, synthesize
+from tests.helpers.synthesis import STACK_NAME, Synthesized, cdk_context, synthesize
 
 pytestmark = pytest.mark.synth
 # The tests of the reference app share its synthesis; the wide platform is this module's own.

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.validation import SpecError
 from eks_inference.stacks import build_app
-from tests.conftest import REFERENCE_PLATFORM
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
 PLATFORM = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
 

@@ -22,8 +22,10 @@ from eks_inference.names import COMPONENT_LABEL
 from eks_inference.serve.image import asset_image_uri
 from eks_inference.specification.node_pools import Taint
 from eks_inference.specification.platform import PlatformSpec
-from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized
-from tests.stacks.deployed import DeployedDeployment, Statement, deployed, statements
+from tests.helpers.checks import found
+from tests.helpers.deployed import DeployedDeployment, Statement, deployed, statements
+from tests.helpers.platforms import REFERENCE_PLATFORM
+from tests.helpers.synthesis import STACK_NAME, Synthesized
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
 
@@ -162,9 +164,7 @@ def test_every_container_has_bounded_resources_and_a_pinned_image(pods: list[Pod
 
 
 def test_accelerator_workers_request_their_tensor_parallel_devices(pods: list[Pod]) -> None:
-    for pod in pods:
-        if ".headGroupSpec." in pod.path:
-            continue
+    for pod in found(p for p in pods if ".headGroupSpec." not in p.path):
         spec = PLATFORM.deployment(pod.deployment)
         resource = names.NEURONCORE_RESOURCE if spec.on_neuron else names.NVIDIA_GPU_RESOURCE
         (server, *_) = pod.spec["containers"]

@@ -16,8 +16,9 @@ from eks_inference.charts.record import chart_id
 from eks_inference.names import VPC_CIDR
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.stacks import InferenceStack
-from tests.conftest import REFERENCE_PLATFORM, Synthesized, cdk_context
-from tests.stacks.deployed import deployed
+from tests.helpers.deployed import deployed
+from tests.helpers.platforms import REFERENCE_PLATFORM
+from tests.helpers.synthesis import Synthesized, cdk_context
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
 

@@ -18,8 +18,8 @@ import yaml
 from typer.testing import CliRunner
 
 from eks_inference.cli.main import app as cli
-from tests.conftest import REFERENCE_PLATFORM, REPO
-from tests.hostile_platforms import run_measured, write_hostile_platforms
+from tests.helpers.hostile_platforms import run_measured, write_hostile_platforms
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO, reference
 
 # Every test runs the app in processes of its own and shares no synthesized app, so the tests
 # are spread over the workers rather than grouped.
@@ -58,7 +58,7 @@ def _plan_line(platform: Path) -> str:
 
 
 def _reference_with(tmp_path: Path, **changes: Any) -> Path:
-    data = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+    data = reference()
     data.update(changes)
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -79,7 +79,7 @@ def _hostile(tmp_path: Path, case: str) -> Path:
     if case == "unsupported-kubernetes":
         return _reference_with(tmp_path, kubernetes_version="9.99")
     if case == "five-hundred-node-pools":
-        pools = yaml.safe_load(REFERENCE_PLATFORM.read_text())["node_pools"]
+        pools = reference()["node_pools"]
         extra = [{"name": f"pool{i}", "instance_types": ["m6i.xlarge"]} for i in range(497)]
         return _reference_with(tmp_path, node_pools=[*pools, *extra])
     if case == "duplicate-key":

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from eks_inference.specification.files import SpecFileError, load
-from tests.conftest import REPO
+from tests.helpers.platforms import REPO
 
 # Far beyond the app's refusal (a fraction of a second), far below a hang.
 _TIMEOUT_S = 60

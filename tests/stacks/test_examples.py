@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from eks_inference.specification.platform import PlatformSpec
-from tests.conftest import EXAMPLES, Synthesized, cfn_lint_errors, example_group
+from tests.helpers.platforms import EXAMPLES
+from tests.helpers.synthesis import Synthesized, cfn_lint_errors, example_group
 
 LATEST = re.compile(r":latest\b")
 

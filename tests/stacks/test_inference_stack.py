@@ -23,7 +23,8 @@ from eks_inference.specification.artifacts import artifact_prefix
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.stacks import build_app, register_nag
-from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, cdk_context, lint_all
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
+from tests.helpers.synthesis import Synthesized, cdk_context, lint_all
 
 # `latest` as a tag or version, not as part of a word such as LatestVersionNumber.
 LATEST = re.compile(r"(?<![A-Za-z])latest(?![A-Za-z])")

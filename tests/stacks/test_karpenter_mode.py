@@ -30,8 +30,9 @@ from eks_inference.names import COMPONENT_LABEL, NODE_POOL_LABEL
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.stacks import build_app
-from tests.conftest import REFERENCE_PLATFORM, STACK_NAME, Synthesized, lint_all
-from tests.stacks.deployed import MANIFEST_TYPE, deployed
+from tests.helpers.deployed import MANIFEST_TYPE, deployed
+from tests.helpers.platforms import REFERENCE_PLATFORM, reference
+from tests.helpers.synthesis import STACK_NAME, Synthesized, lint_all
 
 MANAGED = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
 KARPENTER = MANAGED.with_node_provisioning("karpenter")
@@ -195,7 +196,7 @@ def test_an_unknown_node_provisioning_context_is_refused() -> None:
 
 
 def test_a_platform_that_cannot_run_karpenter_is_refused_before_synth() -> None:
-    data = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+    data = reference()
     data["node_pools"][0]["min_size"] = 0
     with pytest.raises(ValueError, match=r"node_pools\.0\.min_size"):
         build_app(
@@ -234,7 +235,7 @@ def test_the_manifests_command_writes_the_karpenter_objects_in_karpenter_mode(
     tmp_path: Path,
 ) -> None:
     """What `make synth` runs (`eks-inference manifests`) on a Karpenter-mode platform file."""
-    data = yaml.safe_load(REFERENCE_PLATFORM.read_text())
+    data = reference()
     data["node_provisioning"] = "karpenter"
     platform_file = tmp_path / "deployments.yaml"
     platform_file.write_text(yaml.safe_dump(data))

@@ -15,8 +15,9 @@ import yaml
 from eks_inference import versions
 from eks_inference.charts.serving import engine_needs
 from eks_inference.specification.platform import PlatformSpec
-from tests.conftest import REFERENCE_PLATFORM, REPO, Synthesized, example_group, lint_all
-from tests.stacks.helm_values import missing_keys
+from tests.helpers.helm_values import missing_keys
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
+from tests.helpers.synthesis import Synthesized, example_group, lint_all
 
 EXAMPLE = REPO / "examples" / "kserve-platform.yaml"
 # With the example's own test (tests/stacks/test_examples.py), which synthesizes and lints the

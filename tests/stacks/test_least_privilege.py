@@ -11,7 +11,7 @@ from aws_cdk import NestedStack, Stack
 from aws_cdk import aws_iam as iam
 
 from eks_inference.constructs._nag import flatten_reference
-from tests.conftest import STACK_NAME, Synthesized
+from tests.helpers.synthesis import STACK_NAME, Synthesized
 
 PODS = "pods.eks.amazonaws.com"
 ACKNOWLEDGED = "aws:cdk:acknowledged-rules"

@@ -18,9 +18,11 @@ from eks_inference.catalog import Accelerator
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.numa import pool_policy
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.helpers import crd_validator, schema_errors
-from tests.conftest import REPO, STACK_NAME, Synthesized, cfn_lint_errors, example_group
-from tests.stacks.deployed import MANIFEST_TYPE
+from tests.helpers.checks import found
+from tests.helpers.deployed import MANIFEST_TYPE
+from tests.helpers.objects import crd_validator, schema_errors
+from tests.helpers.platforms import REPO
+from tests.helpers.synthesis import STACK_NAME, Synthesized, cfn_lint_errors, example_group
 
 EXAMPLE_FILE = REPO / "examples" / "loaders.yaml"
 EXAMPLE = PlatformSpec.from_yaml(EXAMPLE_FILE)
@@ -216,10 +218,14 @@ def test_the_fsx_csi_role_is_granted_nothing(synth: Synthesized) -> None:
     role_id = association["RoleArn"]["Fn::GetAtt"][0]
     assert "ManagedPolicyArns" not in resources[role_id]["Properties"]
     assert "Policies" not in resources[role_id]["Properties"]
-    for template in synth.templates.values():
-        for resource in template["Resources"].values():
-            if resource["Type"] in {"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"}:
-                assert role_id not in json.dumps(resource["Properties"].get("Roles", [])), resource
+    policies = [
+        resource
+        for template in synth.templates.values()
+        for resource in template["Resources"].values()
+        if resource["Type"] in {"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"}
+    ]
+    for resource in found(policies):
+        assert role_id not in json.dumps(resource["Properties"].get("Roles", [])), resource
 
 
 @pytest.mark.synth

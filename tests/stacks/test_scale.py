@@ -15,7 +15,7 @@ import pytest
 
 from bench.platforms import generated_platform
 from eks_inference.specification.platform import PlatformSpec
-from tests.conftest import STACK_NAME, Synthesized, cdk_context, lint_all, synthesize
+from tests.helpers.synthesis import STACK_NAME, Synthesized, cdk_context, lint_all, synthesize
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
 

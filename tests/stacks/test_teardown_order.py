@@ -21,10 +21,11 @@ import yaml
 from eks_inference import names, versions
 from eks_inference.constructs.addons.observability import STORAGE_CLASS, ObservabilityOptions
 from eks_inference.specification.platform import PlatformSpec
-from tests.conftest import REFERENCE_PLATFORM, REPO, STACK_NAME, Synthesized, example_group
-from tests.stacks.deployed import MANIFEST_TYPE
-from tests.stacks.helm_values import missing_keys
-from tests.stacks.teardown import (
+from tests.helpers.deployed import MANIFEST_TYPE
+from tests.helpers.helm_values import missing_keys
+from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
+from tests.helpers.synthesis import STACK_NAME, Synthesized, example_group
+from tests.helpers.teardown import (
     CLAIMS,
     HELM_TYPE,
     Controlled,

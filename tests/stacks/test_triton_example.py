@@ -11,7 +11,8 @@ import pytest
 
 from eks_inference.specification.cloudformation_limits import mounted_prefixes
 from eks_inference.specification.platform import PlatformSpec
-from tests.conftest import REPO, STACK_NAME, Synthesized, example_group, lint_all
+from tests.helpers.platforms import REPO
+from tests.helpers.synthesis import STACK_NAME, Synthesized, example_group, lint_all
 from tests.stacks.test_cloudformation_limits import check_parent_stack_use
 
 EXAMPLE = REPO / "examples" / "triton-canary.yaml"

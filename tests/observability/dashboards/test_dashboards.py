@@ -15,18 +15,15 @@ from eks_inference.observability.signals import signals_of
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engine_registry import ENGINES
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.conftest import (
-    EXAMPLE_PLATFORMS,
-    REFERENCE_PLATFORM,
-    variants_spec,
-)
-from tests.charts.observed import AUTOSCALED, PROMTOOL, PROMTOOL_MISSING, promtool_check_rules
+from tests.helpers.observed import AUTOSCALED, PROMTOOL, PROMTOOL_MISSING, promtool_check_rules
+from tests.helpers.platforms import EXAMPLES, REFERENCE_PLATFORM
+from tests.helpers.rendered import variants_spec
 
 PLATFORMS = [
     PlatformSpec.from_yaml(REFERENCE_PLATFORM),
     variants_spec(),
     AUTOSCALED,
-    *(PlatformSpec.from_yaml(path) for path in EXAMPLE_PLATFORMS),
+    *(PlatformSpec.from_yaml(path) for path in EXAMPLES),
 ]
 SPECS = [spec for platform in PLATFORMS for spec in platform.deployments]
 REQUIRED_PANELS = {

@@ -20,7 +20,8 @@ from matplotlib.transforms import Bbox
 from eks_inference.observability.dashboards.picture import render
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
-from tests.charts.conftest import REFERENCE_PLATFORM
+from tests.helpers.checks import found
+from tests.helpers.platforms import REFERENCE_PLATFORM
 
 _REFERENCE = PlatformSpec.from_yaml(REFERENCE_PLATFORM)
 # The README's picture, and a deployment on Inferentia2, whose panels differ.
@@ -101,8 +102,7 @@ def test_no_axis_repeats_a_tick_label(drawn: Drawing) -> None:
 def test_no_title_overlaps_another_panel(drawn: Drawing) -> None:
     for panel in drawn.panels:
         assert not panel.title_extent.overlaps(drawn.header), panel.title
-        for other in drawn.panels:
-            if other is not panel:
-                assert not panel.title_extent.overlaps(other.extent), (
-                    f"the title {panel.title!r} overlaps the panel {other.title!r}"
-                )
+        for other in found(o for o in drawn.panels if o is not panel):
+            assert not panel.title_extent.overlaps(other.extent), (
+                f"the title {panel.title!r} overlaps the panel {other.title!r}"
+            )

@@ -17,8 +17,8 @@ from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
 from eks_inference.serve.neuron import app as app_module
 from eks_inference.serve.neuron.app import NeuronLLMServer, build_app
 from eks_inference.serve.neuron.config import ServerConfig
-from tests.serve.fakes import APP_ARGS as ARGS
-from tests.serve.fakes import FakeEngine, call_app
+from tests.helpers.serve_fakes import APP_ARGS as ARGS
+from tests.helpers.serve_fakes import FakeEngine, call_app
 
 # mypy does not apply class decorators; at run time the class is a Serve Deployment.
 DEPLOYMENT = cast(serve.Deployment, NeuronLLMServer)

@@ -29,7 +29,7 @@ from eks_inference.serve.neuron.app import (
 )
 from eks_inference.serve.neuron.config import ServerConfig
 from eks_inference.serve.neuron.server import OpenAIServer
-from tests.serve.fakes import KEYED_CONFIG, FakeEngine, HTTPResult, call_app
+from tests.helpers.serve_fakes import KEYED_CONFIG, FakeEngine, HTTPResult, call_app
 
 KEY = "k3y-0f-the-platform"
 CONFIG = KEYED_CONFIG

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from eks_inference.serve.neuron.config import ServerConfig
-from tests.serve.fakes import APP_ARGS as ARGS
+from tests.helpers.serve_fakes import APP_ARGS as ARGS
 
 
 def test_additional_config_without_overrides_is_accepted() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from eks_inference.serve.neuron.config import ServerConfig
 from eks_inference.serve.neuron.server import OpenAIServer
-from tests.serve.fakes import BOS, FakeEngine, HTTPResult, call_app
+from tests.helpers.serve_fakes import BOS, FakeEngine, HTTPResult, call_app
 
 MAX_MODEL_LEN = 64
 

@@ -30,8 +30,8 @@ from eks_inference.engines.rayservice.engine import SERVE_APP_MODULES
 from eks_inference.names import NEURON_SERVER_DEPLOYMENT
 from eks_inference.serve import neuron
 from eks_inference.specification.platform import PlatformSpec
+from tests.helpers.platforms import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 ALLOWED_AT_IMPORT = set(sys.stdlib_module_names) | {"ray", "fastapi", "starlette", "pydantic"}
 NEURON_SOURCES = Path(neuron.__file__).parent
 

@@ -22,7 +22,7 @@ from eks_inference.serve.neuron.engine import (
     SamplingOptions,
 )
 from eks_inference.serve.neuron.vllm_engine import VLLMNeuronEngine, start_vllm_neuron_engine
-from tests.serve.fakes import APP_ARGS as ARGS
+from tests.helpers.serve_fakes import APP_ARGS as ARGS
 
 
 @dataclass
