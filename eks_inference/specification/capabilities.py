@@ -1,4 +1,4 @@
-"""What only some engines do, as capabilities an engine provides, and the one rule that reads them.
+"""What only some engines do, as capabilities an engine provides, and the fields that need them.
 
 Every engine answers the small core interface
 (:class:`~eks_inference.specification.engines.Engine`). What only some engines do is not a
@@ -12,9 +12,8 @@ satisfy.
 A spec field that only an engine with a capability can honour is declared once, in
 :data:`FIELD_NEEDS`; :func:`~eks_inference.specification.engine_rules.field_need_problem` is the
 one rule that refuses such a field on an engine without the capability, naming the field and the
-engines that have it. A new capability
-is one class here (or in an engine's own package) and, if a field asks for it, one row of
-:data:`FIELD_NEEDS`.
+engines that have it. A new capability is one class here (or in an engine's own package) and,
+if a field asks for it, one row of :data:`FIELD_NEEDS`.
 """
 
 from __future__ import annotations
