@@ -99,6 +99,16 @@ class ServesExtraApiPaths(Capability):
 
 
 @dataclass(frozen=True)
+class DerivesServiceNames(Capability):
+    """A controller behind the engine makes Services of its own, named after the engine's
+    objects in a family no list can hold (Knative: one Service per revision,
+    ``<name>-predictor-00001`` and ``-private``). ``pattern`` is a regular expression that every
+    such name of a spec matches in full; another deployment's Service matching it is refused."""
+
+    pattern: Callable[[ModelDeploymentSpec], str]
+
+
+@dataclass(frozen=True)
 class ReadsVolumesAs(Capability):
     """The engine's pods run as a fixed non-root user, so the Mountpoint volumes they read are
     mounted as that user and group (``uid``, ``gid``) instead of root."""

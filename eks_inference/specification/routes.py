@@ -24,13 +24,18 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from eks_inference.catalog import sizing
 from eks_inference.names import VPC_CIDR
 from eks_inference.specification import startup_budget as load_budget
-from eks_inference.specification.capabilities import ServesExtraApiPaths, ServesModelRepository
+from eks_inference.specification.capabilities import (
+    DerivesServiceNames,
+    ServesExtraApiPaths,
+    ServesModelRepository,
+)
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint, Scheme, TrafficSplit
 from eks_inference.specification.engines import OPENAI_API_PATH, engine_of
@@ -426,9 +431,16 @@ def check_names(deployments: Sequence[ModelDeploymentSpec], problems: Problems) 
     A vLLM deployment named ``x-serve-svc`` and a RayService named ``x`` would both own the
     Service ``x-serve-svc``: one would overwrite the other, and both Ingresses would send
     requests to whichever model it selects. The later deployment's ``name`` fails, naming
-    the earlier one.
+    the earlier one. Services a controller derives (Knative's, one per revision:
+    :class:`~eks_inference.specification.capabilities.DerivesServiceNames`) count too: a
+    deployment whose Service is among them fails, naming the deployment they derive from.
     """
     owners: dict[str, int] = {}
+    derived = [
+        (i, re.compile(family.pattern(spec)))
+        for i, spec in enumerate(deployments)
+        if (family := engine_of(spec).capability(DerivesServiceNames)) is not None
+    ]
     for i, spec in enumerate(deployments):
         for service in services(spec):
             earlier = owners.get(service)
@@ -444,6 +456,17 @@ def check_names(deployments: Sequence[ModelDeploymentSpec], problems: Problems) 
                 )
                 break
             owners.setdefault(service, i)
+            maker = next((j for j, family in derived if j != i and family.fullmatch(service)), None)
+            if maker is not None:
+                other = deployments[maker]
+                problems.add(
+                    ("deployments", i, "name"),
+                    f"deployment {spec.name!r} ({spec.engine}) needs the Service {service!r}, "
+                    f"which the controllers of deployment {other.name!r} (deployments.{maker}."
+                    f"name, {other.engine}) make for its revisions: rename one of them",
+                    spec.name,
+                )
+                break
 
 
 def check_routes(

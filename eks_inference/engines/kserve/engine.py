@@ -14,6 +14,7 @@ concurrent requests, down to zero, and its activator holds requests while no rep
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -52,7 +53,7 @@ from eks_inference.observability.observed import (
     ReplicaSeries,
 )
 from eks_inference.observability.signals import matchers
-from eks_inference.specification.capabilities import ScalesToZero
+from eks_inference.specification.capabilities import DerivesServiceNames, ScalesToZero
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.routes import idle_timeout_seconds
 from eks_inference.specification.startup_budget import (
@@ -223,7 +224,14 @@ class KServeEngine(ServingEngine):
         )
     }
     # Knative keeps the last replica for the retention period after traffic stops.
-    capabilities = (ScalesToZero(lambda spec: serverless_of(spec).retention_seconds),)
+    capabilities = (
+        ScalesToZero(lambda spec: serverless_of(spec).retention_seconds),
+        # Knative names each revision <service>-<5-digit generation> and gives it a Service of
+        # that name and one with -private.
+        DerivesServiceNames(
+            lambda spec: re.escape(names.kserve_predictor_name(spec.name)) + r"-\d{5}(-private)?"
+        ),
+    )
     options = Serverless
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
@@ -246,7 +254,8 @@ class KServeEngine(ServingEngine):
         return (Rule(sized, _check_cold_start), Rule(bounds, _check_initial_replicas))
 
     def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        """KServe and Knative make ``<name>-predictor`` (and a Service per revision of it)."""
+        """KServe and Knative make ``<name>-predictor`` (and a Service per revision of it:
+        the :class:`DerivesServiceNames` capability)."""
         return (names.kserve_predictor_name(spec.name),)
 
     def rollout_headroom_replicas(self, spec: ModelDeploymentSpec) -> int:

@@ -36,6 +36,8 @@ from eks_inference.specification.startup_budget import (
     rollout_seconds,
 )
 from eks_inference.versions import KUBERNETES_VERSION
+from tests.helpers.cli import run_cli
+from tests.helpers.errors import one_line_error
 from tests.helpers.objects import crd_validator, is_custom_resource, of_kind, one, schema_errors
 from tests.helpers.platforms import CRDS, REPO
 from tests.helpers.rendered import CONTEXT
@@ -369,3 +371,50 @@ def test_a_request_timeout_shorter_than_a_cold_first_request_fails() -> None:
 
 def test_the_example_is_a_path_under_the_repository() -> None:
     assert Path(EXAMPLE).is_file()
+
+
+def _beside_the_example(name: str) -> dict[str, Any]:
+    """The example platform, its KServe deployment named ``m``, after a standalone vLLM
+    deployment ``name``."""
+    data: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    (kserve_deployment,) = data["deployments"]
+    kserve_deployment["name"] = "m"
+    vllm_deployment = {
+        "name": name,
+        "model": "mistral-7b",
+        "instance_type": "g6e.2xlarge",
+        "engine": "vllm",
+        "weights": {"prefix": f"models/{name}/", "loader": "runai_streamer"},
+    }
+    data["deployments"] = [vllm_deployment, kserve_deployment]
+    data["node_pools"][1]["max_size"] += 2
+    return data
+
+
+@pytest.mark.parametrize("suffix", ["00001", "00042-private"])
+def test_a_service_of_a_knative_revision_is_refused_to_another_deployment(suffix: str) -> None:
+    name = f"{names.kserve_predictor_name('m')}-{suffix}"
+    with pytest.raises(ValidationError) as raised:
+        PlatformSpec.model_validate(_beside_the_example(name))
+    assert _problems(raised.value) == {
+        "deployments.0.name": f"deployment '{name}' (vllm) needs the Service '{name}', which "
+        "the controllers of deployment 'm' (deployments.1.name, kserve) make for its "
+        "revisions: rename one of them"
+    }
+
+
+def test_a_name_outside_the_revisions_family_is_accepted() -> None:
+    # Knative numbers revisions with five digits; anything else is not one of its Services.
+    name = f"{names.kserve_predictor_name('m')}-1"
+    assert PlatformSpec.model_validate(_beside_the_example(name)).deployment(name)
+
+
+def test_the_cli_refuses_a_revisions_service_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(_beside_the_example("m-predictor-00001")))
+    one_line_error(
+        run_cli("plan", "--platform", path, cwd=tmp_path),
+        2,
+        "deployments.0.name",
+        "the controllers of deployment 'm'",
+    )
