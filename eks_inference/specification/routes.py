@@ -24,21 +24,17 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from eks_inference.catalog import sizing
 from eks_inference.names import VPC_CIDR
 from eks_inference.specification import startup_budget as load_budget
-from eks_inference.specification.capabilities import (
-    DerivesServiceNames,
-    ServesExtraApiPaths,
-    ServesModelRepository,
-)
+from eks_inference.specification.capabilities import ServesExtraApiPaths, ServesModelRepository
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint, Scheme, TrafficSplit
 from eks_inference.specification.engines import OPENAI_API_PATH, engine_of
+from eks_inference.specification.service_names import check_names
 from eks_inference.specification.validation import Problems
 
 # The idle timeout's bounds: at least 300 s for any deployment; at most the largest value an
@@ -416,59 +412,6 @@ def served_model_names(spec: ModelDeploymentSpec) -> tuple[str, ...]:
     return repository.served_model_names(spec) if repository is not None else (spec.model.id,)
 
 
-def services(spec: ModelDeploymentSpec) -> tuple[str, ...]:
-    """The Services in the inference namespace that exist because of ``spec``, as its engine
-    says (standalone vLLM's chart creates ``<name>``; for a RayService KubeRay creates
-    ``<name>-head-svc`` and ``<name>-serve-svc`` itself). Ingress backends and their rewrite
-    transforms (``transforms.<service>``) name these Services.
-    """
-    return engine_of(spec).services(spec)
-
-
-def check_names(deployments: Sequence[ModelDeploymentSpec], problems: Problems) -> None:
-    """No two deployments' Services share a name, whether the charts or KubeRay create them.
-
-    A vLLM deployment named ``x-serve-svc`` and a RayService named ``x`` would both own the
-    Service ``x-serve-svc``: one would overwrite the other, and both Ingresses would send
-    requests to whichever model it selects. The later deployment's ``name`` fails, naming
-    the earlier one. Services a controller derives (Knative's, one per revision:
-    :class:`~eks_inference.specification.capabilities.DerivesServiceNames`) count too: a
-    deployment whose Service is among them fails, naming the deployment they derive from.
-    """
-    owners: dict[str, int] = {}
-    derived = [
-        (i, re.compile(family.pattern(spec)))
-        for i, spec in enumerate(deployments)
-        if (family := engine_of(spec).capability(DerivesServiceNames)) is not None
-    ]
-    for i, spec in enumerate(deployments):
-        for service in services(spec):
-            earlier = owners.get(service)
-            # A name used twice is reported by the platform's own rule on unique names.
-            if earlier is not None and deployments[earlier].name != spec.name:
-                other = deployments[earlier]
-                problems.add(
-                    ("deployments", i, "name"),
-                    f"deployment {spec.name!r} ({spec.engine}) needs the Service {service!r}, "
-                    f"which deployment {other.name!r} (deployments.{earlier}.name, "
-                    f"{other.engine}) also needs: rename one of them",
-                    spec.name,
-                )
-                break
-            owners.setdefault(service, i)
-            maker = next((j for j, family in derived if j != i and family.fullmatch(service)), None)
-            if maker is not None:
-                other = deployments[maker]
-                problems.add(
-                    ("deployments", i, "name"),
-                    f"deployment {spec.name!r} ({spec.engine}) needs the Service {service!r}, "
-                    f"which the controllers of deployment {other.name!r} (deployments.{maker}."
-                    f"name, {other.engine}) make for its revisions: rename one of them",
-                    spec.name,
-                )
-                break
-
-
 def check_routes(
     cluster_name: str,
     endpoint: Endpoint | None,
@@ -477,7 +420,8 @@ def check_routes(
 ) -> None:
     """Rules that span the exposed deployments of a platform, reported under its field paths.
 
-    * no two deployments need a Service of the same name (:func:`check_names`);
+    * no two deployments need a Service of the same name
+      (:func:`~eks_inference.specification.service_names.check_names`);
     * a deployment's own ``endpoint.path``/``host`` needs a platform endpoint, and a path
       needs path routing;
     * no two routes overlap: a request must have exactly one deployment to go to, so equal
