@@ -20,8 +20,8 @@ from eks_inference.specification.routes import (
     api_key_secret_name,
     idle_timeout_seconds,
     load_balancer_group,
-    services,
 )
+from eks_inference.specification.service_names import services
 from tests.helpers.errors import errors_of
 from tests.helpers.platforms import REFERENCE_PLATFORM, reference
 
