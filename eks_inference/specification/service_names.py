@@ -44,27 +44,36 @@ def check_names(deployments: Sequence[ModelDeploymentSpec], problems: Problems) 
     ]
     for i, spec in enumerate(deployments):
         for service in services(spec):
-            earlier = owners.get(service)
-            # A name used twice is reported by the platform's own rule on unique names.
-            if earlier is not None and deployments[earlier].name != spec.name:
-                other = deployments[earlier]
+            holder = _holder(service, i, deployments, owners, derived)
+            if holder is not None:
                 problems.add(
                     ("deployments", i, "name"),
                     f"deployment {spec.name!r} ({spec.engine}) needs the Service {service!r}, "
-                    f"which deployment {other.name!r} (deployments.{earlier}.name, "
-                    f"{other.engine}) also needs: rename one of them",
+                    f"which {holder}: rename one of them",
                     spec.name,
                 )
                 break
             owners.setdefault(service, i)
-            maker = next((j for j, family in derived if j != i and family.fullmatch(service)), None)
-            if maker is not None:
-                other = deployments[maker]
-                problems.add(
-                    ("deployments", i, "name"),
-                    f"deployment {spec.name!r} ({spec.engine}) needs the Service {service!r}, "
-                    f"which the controllers of deployment {other.name!r} (deployments.{maker}."
-                    f"name, {other.engine}) make for its revisions: rename one of them",
-                    spec.name,
-                )
-                break
+
+
+def _holder(
+    service: str,
+    i: int,
+    deployments: Sequence[ModelDeploymentSpec],
+    owners: dict[str, int],
+    derived: list[tuple[int, re.Pattern[str]]],
+) -> str | None:
+    """Who else has ``service`` before deployment ``i`` takes it, as the error says it."""
+    earlier = owners.get(service)
+    # A name used twice is reported by the platform's own rule on unique names.
+    if earlier is not None and deployments[earlier].name != deployments[i].name:
+        other = deployments[earlier]
+        return f"deployment {other.name!r} (deployments.{earlier}.name, {other.engine}) also needs"
+    for j, family in derived:
+        if j != i and family.fullmatch(service):
+            other = deployments[j]
+            return (
+                f"the controllers of deployment {other.name!r} (deployments.{j}.name, "
+                f"{other.engine}) make for its revisions"
+            )
+    return None
