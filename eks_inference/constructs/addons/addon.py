@@ -17,16 +17,18 @@ does what they share and leaves the add-on its own part only:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import ClassVar, Generic, TypeVar
 
 from constructs import Construct
+from jsii import JSIIAbstractClass
 
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 
 OptionsT = TypeVar("OptionsT")
 
 
-class PlatformAddon(Generic[OptionsT]):
+class PlatformAddon(Generic[OptionsT], ABC):
     """The add-ons' constructor: one signature, the options defaulted in one place.
 
     Set :attr:`OPTIONS` to the add-on's options record and, when it provides something a
@@ -50,16 +52,19 @@ class PlatformAddon(Generic[OptionsT]):
         self.options: OptionsT = options or self.OPTIONS()
         self._build(scope, construct_id, platform, self.options)
 
+    @abstractmethod
     def _build(
         self, scope: Construct, construct_id: str, platform: PlatformAddons, options: OptionsT
     ) -> None:
         """Initialize the construct the add-on is, create what it installs, and register
         with ``platform`` what it provides."""
-        raise NotImplementedError
 
 
-class AddonConstruct(PlatformAddon[OptionsT], Construct):
-    """An add-on made of several resources, under a construct of its own."""
+class AddonConstruct(PlatformAddon[OptionsT], Construct, metaclass=JSIIAbstractClass):
+    """An add-on made of several resources, under a construct of its own.
+
+    (jsii's abstract-class metaclass is the one both an abstract base and a construct take.)
+    """
 
     def _build(
         self, scope: Construct, construct_id: str, platform: PlatformAddons, options: OptionsT
@@ -67,6 +72,6 @@ class AddonConstruct(PlatformAddon[OptionsT], Construct):
         Construct.__init__(self, scope, construct_id)
         self._install(platform, options)
 
+    @abstractmethod
     def _install(self, platform: PlatformAddons, options: OptionsT) -> None:
         """Create the add-on's resources under it, and register what they provide."""
-        raise NotImplementedError

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from constructs import Construct
+from jsii import JSIIAbstractClass
 
 from eks_inference import names, versions
 from eks_inference.constructs.addons.addon import PlatformAddon
@@ -25,7 +26,7 @@ class FsxCsiDriverOptions:
     provisioning volume attributes (``dnsname``, ``mountname``) the charts' volumes use."""
 
 
-class FsxCsiDriver(PlatformAddon[FsxCsiDriverOptions], EksAddon):
+class FsxCsiDriver(PlatformAddon[FsxCsiDriverOptions], EksAddon, metaclass=JSIIAbstractClass):
     """The FSx for Lustre CSI driver (EKS add-on ``aws-fsx-csi-driver``) on a role of its own.
 
     The library provisions FSx volumes statically: the stack creates each file system (or you

@@ -7,12 +7,14 @@ or a taint of its own. An add-on that is one release is a :class:`HelmAddon`.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Required, TypedDict, Unpack
 
 from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
+from jsii import JSIIAbstractClass
 
 from eks_inference import versions
 from eks_inference.catalog import Accelerator
@@ -88,7 +90,7 @@ class HelmRelease(HelmSettings, total=False):
     """Default none: what the release is applied after."""
 
 
-class HelmAddon(PlatformAddon[OptionsT], PinnedHelmChart):
+class HelmAddon(PlatformAddon[OptionsT], PinnedHelmChart, metaclass=JSIIAbstractClass):
     """An add-on that is one Helm release, on the platform's cluster.
 
     The add-on gives its release (:meth:`_release`: chart, name, namespace, values, from the
@@ -103,9 +105,9 @@ class HelmAddon(PlatformAddon[OptionsT], PinnedHelmChart):
         PinnedHelmChart.__init__(self, scope, construct_id, cluster=platform.cluster, **release)
         platform.add_crd_installer(self.PROVIDES.crds, self)
 
+    @abstractmethod
     def _release(self, platform: PlatformAddons, options: OptionsT) -> HelmRelease:
         """The release, on ``platform``'s cluster, with ``options``."""
-        raise NotImplementedError
 
 
 def on_pool(pool: NodePool) -> dict[str, Any]:
