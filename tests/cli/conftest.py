@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +28,7 @@ from typer.testing import CliRunner, Result
 from eks_inference.cli.main import app
 from eks_inference.ops.aws import clients as aws_clients
 from eks_inference.ops.upload.lease import LOCK_SUFFIX
+from tests.helpers.raw_servers import RawServers
 
 REGION = "us-east-1"
 
@@ -169,71 +169,45 @@ def cli() -> Callable[..., Result]:
 
 
 @pytest.fixture
-def silent_endpoint() -> Iterator[str]:
-    """A server on 127.0.0.1 that accepts every connection and never sends a byte."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                connection, _ = server.accept()
-            except OSError:
-                return
-            held.append(connection)
-
-    threading.Thread(target=accept, daemon=True).start()
+def raw_servers() -> Iterator[RawServers]:
+    """Servers on 127.0.0.1 answering with a function each, closed after the test."""
+    servers = RawServers()
     try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+        yield servers
     finally:
-        server.close()
-        for connection in held:
-            connection.close()
+        servers.close()
+
+
+@pytest.fixture
+def silent_endpoint(raw_servers: RawServers) -> str:
+    """A server on 127.0.0.1 that accepts every connection and never sends a byte."""
+
+    def hold(connection: socket.socket) -> None:
+        raw_servers.stop.wait()  # the connection stays open, silent, until the test ends
+
+    return raw_servers.start(hold)
 
 
 DRIP_INTERVAL_S = 0.2
 
 
 @pytest.fixture
-def drip_endpoint() -> Iterator[str]:
+def drip_endpoint(raw_servers: RawServers) -> str:
     """A server on 127.0.0.1 that answers every request one byte per :data:`DRIP_INTERVAL_S`.
 
     Each byte comes well within any read timeout, so only a total deadline ends the request:
     a status line, then a header that never ends.
     """
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    stop = threading.Event()
 
     def drip(connection: socket.socket) -> None:
-        with connection:
-            try:
-                connection.recv(65536)
-                for byte in b"HTTP/1.1 200 OK\r\nX-Drip: ":
-                    connection.sendall(bytes([byte]))
-                    time.sleep(DRIP_INTERVAL_S)
-                while not stop.wait(DRIP_INTERVAL_S):
-                    connection.sendall(b"x")
-            except OSError:
-                return
+        connection.recv(65536)
+        for byte in b"HTTP/1.1 200 OK\r\nX-Drip: ":
+            connection.sendall(bytes([byte]))
+            time.sleep(DRIP_INTERVAL_S)
+        while not raw_servers.stop.wait(DRIP_INTERVAL_S):
+            connection.sendall(b"x")
 
-    def accept() -> None:
-        while True:
-            try:
-                connection, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=drip, args=(connection,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        stop.set()
-        server.close()
+    return raw_servers.start(drip)
 
 
 # The model directory the upload tests send, and where: files of three 5 MiB parts, one part

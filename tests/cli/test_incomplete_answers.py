@@ -28,12 +28,13 @@ from typer.testing import Result
 
 from eks_inference.ops.aws.deadlines import TIMEOUT_VARIABLE
 from eks_inference.ops.upload.lease import LOCK_SUFFIX
+from tests.helpers.errors import one_line_error
 from tests.helpers.platforms import REFERENCE_PLATFORM, REPO
+from tests.helpers.raw_servers import Answer, RawServers
 
 from .conftest import BUCKET, PREFIX, URI, upload
 
 Cli = Callable[..., Result]
-Answer = Callable[[socket.socket], None]
 
 EMPTY_SUCCESS = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
 # S3's request id and an ETag arrive before the cut, so only the unfinished head gives the
@@ -95,53 +96,6 @@ def _drip(stop: threading.Event) -> Answer:
     return answer
 
 
-class RawServers:
-    """Servers on 127.0.0.1 answering each connection with a given function."""
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self._sockets: list[socket.socket] = []
-
-    def start(self, answer: Answer) -> str:
-        """A new server answering with ``answer``; its URL."""
-        server = socket.socket()
-        server.bind(("127.0.0.1", 0))
-        server.listen(64)
-        self._sockets.append(server)
-
-        def serve(connection: socket.socket) -> None:
-            with connection:
-                try:
-                    answer(connection)
-                except OSError:
-                    return
-
-        def accept() -> None:
-            while True:
-                try:
-                    connection, _ = server.accept()
-                except OSError:
-                    return
-                threading.Thread(target=serve, args=(connection,), daemon=True).start()
-
-        threading.Thread(target=accept, daemon=True).start()
-        return f"http://127.0.0.1:{server.getsockname()[1]}"
-
-    def close(self) -> None:
-        self.stop.set()
-        for server in self._sockets:
-            server.close()
-
-
-@pytest.fixture
-def raw_servers() -> Iterator[RawServers]:
-    servers = RawServers()
-    try:
-        yield servers
-    finally:
-        servers.close()
-
-
 def _run(*args: str | Path, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     completed = subprocess.run(
@@ -153,15 +107,6 @@ def _run(*args: str | Path, timeout: float = 60) -> tuple[subprocess.CompletedPr
         cwd=REPO,
     )
     return completed, time.monotonic() - started
-
-
-def _only_line(completed: subprocess.CompletedProcess[str], exit_code: int) -> str:
-    assert completed.returncode == exit_code, completed.stderr
-    assert "Traceback" not in completed.stderr + completed.stdout
-    lines = completed.stderr.strip().splitlines()
-    assert len(lines) == 1, completed.stderr
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 @pytest.fixture
@@ -182,7 +127,7 @@ def test_an_empty_success_fails_the_bucket_check(
 ) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", raw_servers.start(_empty_success))
     completed, elapsed = _run("upload", model_dir, URI)
-    line = _only_line(completed, 1)
+    line = one_line_error(completed, 1)
     assert line == (
         f"error: cannot read bucket {BUCKET}: S3 HeadBucket answered HTTP 200 without a request "
         "id (x-amz-request-id), which every such answer carries: not a complete S3 answer; "
@@ -200,7 +145,7 @@ def test_an_answer_cut_in_its_headers_fails_the_bucket_check(
     endpoint = raw_servers.start(_cut_head)
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     completed, elapsed = _run("upload", model_dir, URI)
-    line = _only_line(completed, 1)
+    line = one_line_error(completed, 1)
     assert line == (
         f"error: cannot read bucket {BUCKET}: S3 at {endpoint} closed the connection before "
         "its answer was complete, on every attempt; check the network, any proxy and "
@@ -218,7 +163,7 @@ def test_a_body_shorter_than_its_length_fails_the_lease(
     endpoint = raw_servers.start(_short_body)
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     completed, elapsed = _run("upload", model_dir, URI)
-    line = _only_line(completed, 1)
+    line = one_line_error(completed, 1)
     assert line == (
         f"error: cannot take the upload lease s3://{BUCKET}/{PREFIX.removesuffix('/')}"
         f"{LOCK_SUFFIX}: S3 at {endpoint} closed the connection before its answer was "
@@ -236,7 +181,7 @@ def test_an_answer_dripped_a_byte_a_second_is_cut_at_the_request_deadline(
     endpoint = raw_servers.start(_drip(raw_servers.stop))
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     completed, elapsed = _run("upload", model_dir, URI)
-    line = _only_line(completed, 1)
+    line = one_line_error(completed, 1)
     origin = endpoint.removeprefix("http://")
     # The watchdog cuts the head at twice the 1.5 s wait; the cut head is not a success.
     assert line.startswith(f"error: stopped: a request to {origin} (HEAD) outlived its deadline")
@@ -256,7 +201,7 @@ def test_preflight_fails_the_checks_an_empty_success_would_pass(
     monkeypatch.setenv("AWS_ENDPOINT_URL", raw_servers.start(_empty_success))
     monkeypatch.setenv("COLUMNS", "400")
     completed, elapsed = _run("preflight", "--platform", REFERENCE_PLATFORM)
-    line = _only_line(completed, 1)
+    line = one_line_error(completed, 1)
     assert re.fullmatch(r"error: (\d+) of \1 preflight checks failed", line), line
     text = " ".join(completed.stdout.split())
     assert "S3 HeadBucket answered HTTP 200 without a request id (x-amz-request-id)" in text
@@ -275,7 +220,7 @@ def test_preflight_fails_the_bucket_check_on_an_answer_cut_in_its_headers(
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     monkeypatch.setenv("COLUMNS", "400")
     completed, _ = _run("preflight", "--platform", REFERENCE_PLATFORM)
-    _only_line(completed, 1)
+    one_line_error(completed, 1)
     text = " ".join(completed.stdout.split())
     assert f"S3 at {endpoint} closed the connection before its answer was complete" in text
     assert "PASS" not in text
