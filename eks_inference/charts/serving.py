@@ -28,6 +28,7 @@ from eks_inference.charts.model_server import HTTP_PORT_NAME, OPENAI_PORT
 from eks_inference.charts.pod import Json
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.observed import ObservedEngine
+from eks_inference.specification.engine_registry import not_implementing
 from eks_inference.specification.engines import Engine, engine_of
 
 if TYPE_CHECKING:
@@ -161,10 +162,7 @@ def serving_engine(spec: ModelDeploymentSpec) -> ServingEngine:
     """The engine serving ``spec``, with everything it renders."""
     engine = engine_of(spec)
     if not isinstance(engine, ServingEngine):
-        raise TypeError(
-            f"engine {engine.name!r} is registered as a {type(engine).__qualname__}, which "
-            "renders nothing; engines extend eks_inference.charts.serving.ServingEngine"
-        )
+        raise not_implementing(engine, ServingEngine)
     return engine
 
 

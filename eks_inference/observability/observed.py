@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from eks_inference.metrics import Metric
+from eks_inference.specification.engine_registry import not_implementing
 from eks_inference.specification.engines import engine_of
 
 if TYPE_CHECKING:
@@ -129,9 +130,5 @@ def observed_engine(spec: ModelDeploymentSpec) -> ObservedEngine:
     """The engine serving ``spec``, as observation reads it."""
     engine = engine_of(spec)
     if not isinstance(engine, ObservedEngine):
-        raise TypeError(
-            f"engine {engine.name!r} is registered as a {type(engine).__qualname__}, which "
-            "says nothing of how it is observed; engines extend "
-            "eks_inference.charts.serving.ServingEngine"
-        )
+        raise not_implementing(engine, ObservedEngine)
     return engine

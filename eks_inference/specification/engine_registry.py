@@ -123,6 +123,16 @@ class EngineRegistry:
 ENGINES = EngineRegistry()
 
 
+def not_implementing(engine: RegisteredEngine, interface: type) -> TypeError:
+    """The error for a registered ``engine`` that lacks a part of the engine interface a layer
+    reads it through (the spec's ``Engine``, observation's ``ObservedEngine``, the charts'
+    ``ServingEngine``): every registered engine must implement all three."""
+    return TypeError(
+        f"engine {engine.name!r} is registered as a {type(engine).__qualname__}, which is no "
+        f"{interface.__name__}; engines extend eks_inference.charts.serving.ServingEngine"
+    )
+
+
 def _registered(name: str) -> str:
     if ENGINES.get(name) is None:
         raise rule_error(

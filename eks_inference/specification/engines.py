@@ -132,10 +132,7 @@ def registered_engines() -> tuple[Engine, ...]:
 
 def _as_engine(engine: engine_registry.RegisteredEngine) -> Engine:
     if not isinstance(engine, Engine):
-        raise TypeError(
-            f"engine {engine.name!r} is registered as a {type(engine).__qualname__}; engines "
-            "extend eks_inference.charts.serving.ServingEngine"
-        )
+        raise engine_registry.not_implementing(engine, Engine)
     return engine
 
 
