@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from eks_inference import NodePool, PlatformSpec, SpecError
+from eks_inference import ModelDeploymentSpec, NodePool, PlatformSpec, SpecError
 from tests.helpers.platforms import REPO
 
 _APP = textwrap.dedent(
@@ -79,3 +79,44 @@ def test_a_platform_file_read_raises_it_too(tmp_path: Path) -> None:
     path.write_text("model_bucket_name: my-org-llm-weights\n")
     with pytest.raises(SpecError, match=r"^node_pools: Field required$"):
         PlatformSpec.from_yaml(path)
+
+
+def test_a_deployment_built_alone_raises_it_with_every_problem_on_one_line() -> None:
+    with pytest.raises(SpecError) as caught:
+        ModelDeploymentSpec(
+            name="llama",
+            model="llama-3-8b",
+            instance_type="g6e.xlarge",
+            weights={"prefix": "models/llama/"},
+            tensor_parallel_size=3,
+            accelerator="gpu",
+        )
+    assert str(caught.value) == (
+        "accelerator: unknown field; tensor_parallel_size: tensor_parallel_size 3 is not "
+        "supported by the topology of g6e.xlarge (valid: [1]); degrees that work for this model "
+        "on g6e.xlarge: [1]"
+    )
+    assert [detail["loc"] for detail in caught.value.errors()] == [
+        ("accelerator",),
+        ("tensor_parallel_size",),
+    ]
+
+
+def test_a_deployment_nested_in_a_platform_is_located_under_the_platform() -> None:
+    with pytest.raises(SpecError, match=r"^deployments\.0\.tensor_parallel_size: "):
+        PlatformSpec(
+            model_bucket_name="my-org-llm-weights",
+            node_pools=(
+                NodePool(name="system", instance_types=("m6i.2xlarge",), min_size=1),
+                NodePool(name="g6e", instance_types=("g6e.xlarge",), max_size=2),
+            ),
+            deployments=[
+                {
+                    "name": "llama",
+                    "model": "llama-3-8b",
+                    "instance_type": "g6e.xlarge",
+                    "weights": {"prefix": "models/llama/"},
+                    "tensor_parallel_size": 3,
+                }
+            ],
+        )

@@ -42,6 +42,7 @@ from eks_inference.specification.neuron_overrides import NeuronConfigOverrides, 
 from eks_inference.specification.validation import (
     Problems,
     RuleBook,
+    SpecModel,
     rule_error,
     validate_with_rules,
 )
@@ -217,7 +218,7 @@ class NeuronOptions(BaseModel):
     )
 
 
-class ModelDeploymentSpec(BaseModel):
+class ModelDeploymentSpec(SpecModel):
     """One model served on one accelerator instance type, by vLLM or Ray Serve on KubeRay.
 
     Example (YAML)::
