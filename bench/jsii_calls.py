@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eks_inference.cdk_feature_flags import CDK_FEATURE_FLAGS
+
 ROOT = Path(__file__).resolve().parent.parent
 _THIS = str(Path(__file__).resolve())
 _PROJECT = tuple(str(ROOT / part) for part in ("eks_inference", "bench", "tests", "app.py"))
@@ -195,8 +197,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--top", type=int, default=25, help="rows per table (default 25)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    # The context `cdk synth` gives the app: cdk.json's (the feature flags), then the -c values.
-    context = json.loads((ROOT / "cdk.json").read_text()).get("context", {})
+    # The context the reference app runs with under `cdk synth`: the library's feature flags,
+    # then cdk.json's context, then the -c values.
+    context = dict(CDK_FEATURE_FLAGS)
+    context.update(json.loads((ROOT / "cdk.json").read_text()).get("context", {}))
     context.update(item.split("=", 1) for item in args.context)
     with tempfile.TemporaryDirectory() as tmp:
         calls = count_app(args.scale, context, Path(tmp))

@@ -9,11 +9,13 @@ from pathlib import Path
 
 from aws_cdk import App
 
+from eks_inference.cdk_feature_flags import CDK_FEATURE_FLAGS
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.stacks.inference_stack import InferenceStack
 
 platform = PlatformSpec.from_yaml(Path(__file__).resolve().parent.parent / "deployments.yaml")
-app = App(builtin_cloud_formation_validation=False)
+# The reference app's App (eks_inference.stacks.app.reference_app, whose module imports cdk_nag).
+app = App(builtin_cloud_formation_validation=False, context=dict(CDK_FEATURE_FLAGS))
 # The reference app's stack name (eks_inference.stacks.app.STACK_NAME, whose module imports
 # cdk_nag): the same id gives the same logical ids, so the templates are the reference app's.
 InferenceStack(app, "InferenceStack", platform=platform)

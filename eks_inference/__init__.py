@@ -14,6 +14,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from eks_inference.cdk_feature_flags import CDK_FEATURE_FLAGS
 from eks_inference.nodejs import use_pinned_node
 from eks_inference.specification.deployment import (
     Limits,
@@ -92,6 +93,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CDK_FEATURE_FLAGS",
     "AddonConstruct",
     "AddonRole",
     "ApiKeys",

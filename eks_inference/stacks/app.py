@@ -7,6 +7,7 @@ import re
 from aws_cdk import App, CloudFormationValidatePlugin, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from eks_inference.cdk_feature_flags import CDK_FEATURE_FLAGS
 from eks_inference.specification.aws_types import (
     ACCOUNT_ID_PATTERN,
     ZONE_PATTERN,
@@ -20,6 +21,14 @@ from eks_inference.stacks.inference_stack import InferenceStack
 
 STACK_NAME = "InferenceStack"
 _DEFAULT_ZONE_SUFFIXES = ("a", "b", "c")
+
+
+def reference_app() -> App:
+    """The reference app's ``App``: the library's feature flags
+    (:data:`~eks_inference.cdk_feature_flags.CDK_FEATURE_FLAGS`, which cdk.json's context and
+    ``-c`` values override) and no built-in CloudFormation validation (see :func:`build_app`).
+    """
+    return App(builtin_cloud_formation_validation=False, context=dict(CDK_FEATURE_FLAGS))
 
 
 def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, InferenceStack]:
@@ -62,7 +71,7 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
     templates and a nested stack of each kind. An ``app`` passed in keeps CDK's default:
     validation on.
     """
-    app = app or App(builtin_cloud_formation_validation=False)
+    app = app or reference_app()
     node = app.node  # read once: each read is a call into Node.js
 
     def context(key: str) -> str | None:

@@ -59,9 +59,9 @@ def main(default_platform: Path) -> None:
             )
         path = default_platform if given is None else Path(str(given))
         platform = load_platform(path)
-        from aws_cdk import App
+        from eks_inference.stacks.app import reference_app
 
-        app = App(builtin_cloud_formation_validation=False)
+        app = reference_app()
         build(app, path, platform)
     except BadInput as error:
         # As the CLI prints it: a key or file name from the file may hold terminal escapes.

@@ -90,8 +90,9 @@ def test_a_second_deployment_named_after_an_object_of_the_first_clashes_with_not
                 platform = PlatformSpec(**changed)
             except SpecError as error:
                 refused += 1
-                assert "\n" not in str(error)
-                assert "deployments.1.name" in str(error), str(error)
+                message = str(error)
+                assert "\n" not in message
+                assert "deployments.1.name" in message, message
                 continue
             shared = [key for key, count in _identities(platform).items() if count > 1]
             assert not shared, f"{label} beside {second['name']!r} named {name!r}: {shared}"

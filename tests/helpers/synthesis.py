@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from eks_inference.cdk_feature_flags import CDK_FEATURE_FLAGS
 from tests.helpers.platforms import REPO
 
 STACK_NAME = "InferenceStack"
@@ -33,7 +34,8 @@ def cdk_context() -> dict[str, Any]:
     cdk-nag finding fails the fixture at once.
     """
     settings: dict[str, Any] = json.loads((REPO / "cdk.json").read_text())
-    context: dict[str, Any] = {}
+    # The app starts from the library's feature flags, which cdk.json's context may override.
+    context: dict[str, Any] = dict(CDK_FEATURE_FLAGS)
     cached = REPO / "cdk.context.json"
     if cached.is_file():
         context.update(json.loads(cached.read_text()))
