@@ -64,20 +64,12 @@ def _run(command: list[str], path: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_jsii_runs_on_the_pinned_node_in_an_app_that_imports_the_package_first(
-    decoy_path: str,
+# Whatever the app imports first: the start-up hook chose the Node before its first import.
+@pytest.mark.parametrize("first", ["import eks_inference", ""], ids=["package", "aws-cdk"])
+def test_jsii_runs_on_the_pinned_node_whatever_the_app_imports_first(
+    decoy_path: str, first: str
 ) -> None:
-    script = _JSII_NODE_VERSION.format(first="import eks_inference")
-    result = _run([sys.executable, "-c", script], decoy_path)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().startswith(PINNED_MAJOR), result.stdout
-
-
-def test_jsii_runs_on_the_pinned_node_in_an_app_that_imports_aws_cdk_first(
-    decoy_path: str,
-) -> None:
-    # The start-up hook chose it before the app's first import.
-    script = _JSII_NODE_VERSION.format(first="")
+    script = _JSII_NODE_VERSION.format(first=first)
     result = _run([sys.executable, "-c", script], decoy_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith(PINNED_MAJOR), result.stdout
