@@ -25,11 +25,12 @@ export NO_MKDOCS_2_WARNING := 1
 
 CDK := node_modules/.bin/cdk --no-notices --no-version-reporting
 
-.PHONY: help setup setup-dev synth manifests deploy cdk test lint bench clean
+.PHONY: help setup setup-dev synth manifests deploy cdk test check static lint bench clean
 
 help:
 	@echo "make synth   set up if needed, write k8s_manifests/ and synthesize the reference app into cdk.out/"
 	@echo "make test    set up if needed, run lint, types, the docs build and the whole test suite"
+	@echo "make check   between edits: lint, types and the tests that synthesize no CDK app"
 	@echo "make deploy  cdk deploy InferenceStack (needs AWS credentials)"
 	@echo "make cdk ARGS='...'  any other cdk command (pinned CLI and Node), e.g. ARGS='diff'"
 	@echo "make bench   synth and manifest benchmarks, written to bench/results.json"
@@ -73,15 +74,22 @@ deploy: setup
 cdk: setup
 	$(CDK) $(ARGS)
 
-# The documentation site is built strictly (a broken link or an unknown name fails), offline.
-lint: setup-dev
+static: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The documentation site is built strictly (a broken link or an unknown name fails), offline.
+lint: static
 	$(BIN)/mkdocs build --strict
 
 test: lint
 	$(BIN)/pytest -n 2 --dist loadgroup
+
+# The loop between edits: lint, types and every test that synthesizes no CDK app (those marked
+# `synth`, which take most of `make test`'s time). `make test` still runs everything.
+check: static
+	$(BIN)/pytest -n 2 --dist loadgroup -m "not synth"
 
 bench: setup-dev
 	$(BIN)/python -m bench.run
