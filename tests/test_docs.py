@@ -32,7 +32,8 @@ NESTING_INDENT = 4
 
 
 def test_the_readme_is_a_front_door() -> None:
-    lines = README.count("\n")
+    # A block's marker (tests/test_docs_blocks.py) is a comment no reader sees.
+    lines = README.count("\n") - README.count("\n<!-- docs: ")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines"
 
 
