@@ -42,7 +42,8 @@ choose from, so that no page adds a block nothing checks. The kinds:
 ``needs aws`` / ``needs cluster`` / ``needs network`` / ``needs docker``
     Not run, for what it needs; still, each ``eks-inference`` command in it parses with the
     CLI's own parser (the command, its flags and their values exist), each ``python -m
-    MODULE`` names a module that exists, and Python compiles as for ``compile``.
+    MODULE`` names a module that exists (and an npm package it installs at a version, the
+    version ``package.json`` pins), and Python compiles as for ``compile``.
 ``checked by TEST``
     Text only a test can cause (an error from a rendered object changed by hand): the test
     ``tests/FILE.py::NAME`` exists and its module quotes the block's first line.
@@ -51,6 +52,10 @@ choose from, so that no page adds a block nothing checks. The kinds:
 ``include``
     Only ``--8<-- "PATH"``: the file the site includes there exists (and parses, for a
     ``json`` fence).
+
+An ``eks-inference`` command a page names in running text (```eks-inference upload LOCAL_DIR
+s3://BUCKET/PREFIX/ [--kind weights|artifacts]```) parses too, with each optional part given
+and each alternative once; named alone, the command exists.
 
 Printed text is compared line by line after one normalisation: the box-drawing characters of
 rich's tables count as spaces, runs of spaces as one, and blank lines are left out.
@@ -571,6 +576,12 @@ def test_the_parse_check_sees_a_flag_the_command_does_not_have() -> None:
         _parse(["upload", "--knd", "artifacts", "./embed-onnx/1", "s3://<bucket>/triton/"])
 
 
+def _pinned_packages() -> dict[str, str]:
+    """The npm packages ``package.json`` pins, by name."""
+    pins: dict[str, str] = json.loads((REPO / "package.json").read_text("utf-8"))["devDependencies"]
+    return pins
+
+
 @pytest.mark.parametrize("block", _params([b for b in _of(*NEEDS) if b.language in _SHELL]))
 def test_a_command_that_is_not_run_parses(block: Block) -> None:
     prompted = any(line.startswith("$ ") for line in block.text.splitlines())
@@ -585,6 +596,54 @@ def test_a_command_that_is_not_run_parses(block: Block) -> None:
                 pytest.fail(f"{block.where}: `{command}`: {error.format_message()}")
         elif words[:2] == ["python", "-m"]:
             assert importlib.util.find_spec(words[2]) is not None, f"{block.where}: {command}"
+            # An npm package installed at a version: the version the project pins.
+            for word in words[3:] if words[3:5] == ["npm", "install"] else []:
+                name, at, version = word.rpartition("@")
+                if at and name and not word.startswith("-"):
+                    assert _pinned_packages().get(name) == version, (
+                        f"{block.where}: {word}; package.json pins {_pinned_packages().get(name)}"
+                    )
+
+
+# `eks-inference CMD`, or its synopsis with [optional parts] and alternatives (a|b).
+_INLINE_COMMAND = re.compile(r"`(eks-inference [^`]+)`")
+
+
+def _inline_commands() -> list[tuple[str, str]]:
+    return sorted(
+        {(page, span) for page, text in PAGES.items() for span in _INLINE_COMMAND.findall(text)}
+    )
+
+
+def _invocations(synopsis: str) -> list[list[str]]:
+    """The argument lists a synopsis stands for: each optional part given, each alternative
+    of ``a|b`` once."""
+    words = synopsis.replace("[", " ").replace("]", " ").split()[1:]
+    invocations: list[list[str]] = [[]]
+    for word in words:
+        invocations = [[*given, choice] for given in invocations for choice in word.split("|")]
+    return invocations
+
+
+def test_the_pages_show_commands_inline() -> None:
+    assert ("docs/cli.md", "eks-inference preflight [--deployment NAME]") in _inline_commands()
+    assert _invocations("eks-inference schema [deployment|platform]") == [
+        ["schema", "deployment"],
+        ["schema", "platform"],
+    ]
+
+
+@pytest.mark.parametrize(("page", "synopsis"), _inline_commands())
+def test_a_command_a_page_names_inline_parses(page: str, synopsis: str) -> None:
+    """A command named alone exists; one with arguments parses, in each form it shows."""
+    for arguments in _invocations(synopsis):
+        if len(arguments) == 1:
+            assert arguments[0] in _cli().commands, f"{page}: no command {arguments[0]}"
+            continue
+        try:
+            _parse(arguments)
+        except typer.TyperException as error:
+            pytest.fail(f"{page}: `{synopsis}` as {arguments}: {error.format_message()}")
 
 
 @pytest.mark.parametrize("block", _params(_of("make")))
