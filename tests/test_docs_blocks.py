@@ -55,7 +55,8 @@ choose from, so that no page adds a block nothing checks. The kinds:
 
 An ``eks-inference`` command a page names in running text (```eks-inference upload LOCAL_DIR
 s3://BUCKET/PREFIX/ [--kind weights|artifacts]```) parses too, with each optional part given
-and each alternative once; named alone, the command exists.
+and each alternative once; named alone, the command exists. A YAML example in the docstring of
+a spec the API reference documents (``Example (YAML)::``) validates with that spec.
 
 Printed text is compared line by line after one normalisation: the box-drawing characters of
 rich's tables count as spaces, runs of spaces as one, and blank lines are left out.
@@ -66,12 +67,14 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import inspect
 import json
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 import typing
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -689,3 +692,30 @@ def test_an_included_file_exists(block: Block) -> None:
     assert path.is_file(), f"{block.where}: {included.group(1)} is not a file"
     if block.language == "json":
         json.loads(path.read_text(encoding="utf-8"))
+
+
+# The API reference shows the docstrings of the package's names; a YAML example there is
+# introduced by "(YAML)::" (reStructuredText's literal block) and is what the spec validates.
+_DOCSTRING_YAML = re.compile(r"\(YAML\)::\n\n((?:(?: {4}.*)?\n)+)")
+
+
+def _docstring_examples() -> list[tuple[str, str]]:
+    """The YAML examples of the docstrings of the public specs (loaded at import, so that
+    nothing here starts aws-cdk-lib)."""
+    loaded = vars(eks_inference)
+    return [
+        (name, textwrap.dedent(example))
+        for name in eks_inference.__all__
+        if isinstance(loaded.get(name), type) and issubclass(loaded[name], BaseModel)
+        for example in _DOCSTRING_YAML.findall(f"{inspect.getdoc(loaded[name])}\n")
+    ]
+
+
+def test_the_api_reference_shows_yaml_examples() -> None:
+    assert "ModelDeploymentSpec" in {name for name, _ in _docstring_examples()}
+
+
+@pytest.mark.parametrize(("name", "example"), _docstring_examples())
+def test_a_yaml_example_of_a_docstring_is_valid(name: str, example: str) -> None:
+    model: type[BaseModel] = vars(eks_inference)[name]
+    model.model_validate(yaml.safe_load(example))
