@@ -68,6 +68,7 @@ import ast
 import importlib
 import importlib.util
 import inspect
+import itertools
 import json
 import re
 import shlex
@@ -241,6 +242,17 @@ def test_every_block_says_what_it_is() -> None:
             ),
         ]
     )
+
+
+def test_every_marker_is_right_above_a_fence() -> None:
+    """A marker anywhere else (a blank line between it and the fence) would mark nothing."""
+    misplaced = [
+        f"{page}:{number}"
+        for page, text in PAGES.items()
+        for number, (line, below) in enumerate(itertools.pairwise([*text.splitlines(), ""]), 1)
+        if _MARKER.match(line) and not _FENCE.match(below)
+    ]
+    assert not misplaced, f"markers not on the line right above a fence: {misplaced}"
 
 
 def test_the_markers_classify_blocks() -> None:
