@@ -45,8 +45,10 @@ choose from, so that no page adds a block nothing checks. The kinds:
     MODULE`` names a module that exists (and an npm package it installs at a version, the
     version ``package.json`` pins), and Python compiles as for ``compile``.
 ``checked by TEST``
-    Text only a test can cause (an error from a rendered object changed by hand): the test
-    ``tests/FILE.py::NAME`` exists and its module quotes the block's first line.
+    A block another test runs (the own CDK app, synthesized from the page), or text only a
+    test can cause (an error from a rendered object changed by hand): the test
+    ``tests/FILE.py::NAME`` exists, and its module names the page (it reads the block there)
+    or quotes the block's first line.
 ``diagram``
     A mermaid diagram, drawn by the site's build (``tests/test_docs_build.py``).
 ``include``
@@ -680,14 +682,15 @@ def test_a_quoted_text_is_in_its_file(block: Block) -> None:
 
 
 @pytest.mark.parametrize("block", _params(_of("checked by TEST")))
-def test_a_text_only_a_test_causes_is_checked_by_it(block: Block) -> None:
+def test_a_block_another_test_checks_is_read_by_it(block: Block) -> None:
     named = _TEST.match(block.argument("checked by "))
     assert named, f"{block.where}: name the test as tests/FILE.py::NAME"
     source = (REPO / named.group(1)).read_text(encoding="utf-8")
     functions = {node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
     assert named.group(2) in functions, f"{block.where}: no test {block.marker}"
-    assert block.text.splitlines()[0] in source, (
-        f"{block.where}: {named.group(1)} does not quote it"
+    reads_the_page = Path(block.page).as_posix() in source
+    assert reads_the_page or block.text.splitlines()[0] in source, (
+        f"{block.where}: {named.group(1)} neither reads {block.page} nor quotes the block"
     )
 
 
