@@ -14,7 +14,8 @@ choose from, so that no page adds a block nothing checks. The kinds:
     What ``COMMAND`` (an ``eks-inference`` command, run as for ``run``) prints: all of it, or
     consecutive lines of it.
 ``error of FILE with EDITS``
-    The error a command reading the platform file ``FILE`` prints once ``EDITS`` (separated by
+    The error every command reading the platform file ``FILE`` prints (read here in-process
+    with their reader, ``eks_inference.cli.inputs.load_platform``) once ``EDITS`` (separated by
     ``; ``) are made to a copy of it: ``PATH=YAML`` sets a field (``deployments.0.kv_cache=
     {offload: cpu}``), ``+LINE`` appends a line of text. The block is the whole line
     (``error: ...``), or one problem of it: the field path, then its message indented by two
@@ -578,13 +579,16 @@ def _cli() -> Any:
 
 
 def _parse(arguments: list[str]) -> None:
-    """Parse ``eks-inference ARGUMENTS`` as the CLI would, without running the command."""
+    """Parse ``eks-inference ARGUMENTS`` as the CLI would, without running the command; a
+    platform file it names (not a placeholder such as ``FILE``) is one of the checkout's."""
     group = _cli()
     context = group.make_context("eks-inference", list(arguments))
     words = [*context._protected_args, *context.args]
     name, command, rest = group.resolve_command(context, words)
     assert command is not None, f"no command {words[0]}"
-    command.make_context(name, rest, parent=context)
+    platform = command.make_context(name, rest, parent=context).params.get("platform")
+    if platform is not None and not str(platform).isupper():
+        assert (REPO / platform).is_file(), f"no platform file {platform} in the checkout"
 
 
 def test_the_parse_check_sees_a_flag_the_command_does_not_have() -> None:
