@@ -56,9 +56,10 @@ choose from, so that no page adds a block nothing checks. The kinds:
     Only ``--8<-- "PATH"``: the file the site includes there exists (and parses, for a
     ``json`` fence).
 
-An ``eks-inference`` command a page names in running text (```eks-inference upload LOCAL_DIR
-s3://BUCKET/PREFIX/ [--kind weights|artifacts]```) parses too, with each optional part given
-and each alternative once; named alone, the command exists. A YAML example in the docstring of
+An ``eks-inference`` command a page names in running text (``eks-inference upload LOCAL_DIR
+s3://BUCKET/PREFIX/ [--kind weights|artifacts]``) parses too, with each optional part given
+and each alternative once; named alone, the command exists. A platform file a parsed command
+names (``--platform examples/lmcache.yaml``, not a placeholder) is one of the checkout's. A YAML example in the docstring of
 a spec the API reference documents (``Example (YAML)::``) validates with that spec.
 
 Printed text is compared line by line after one normalisation: the box-drawing characters of
