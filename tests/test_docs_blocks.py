@@ -44,7 +44,9 @@ choose from, so that no page adds a block nothing checks. The kinds:
     Not run, for what it needs; still, each ``eks-inference`` command in it parses with the
     CLI's own parser (the command, its flags and their values exist), each ``python -m
     MODULE`` names a module that exists (and an npm package it installs at a version, the
-    version ``package.json`` pins), and Python compiles as for ``compile``.
+    version ``package.json`` pins), and Python compiles as for ``compile``. What a page quotes
+    of ``eks-inference models --url URL`` is what it prints against a loopback server that
+    answers as the vLLM server ``k8s_manifests/`` runs for the deployment the URL names.
 ``checked by TEST``
     A block another test runs (the own CDK app, synthesized from the page), or text only a
     test can cause (an error from a rendered object changed by hand): the test
@@ -59,8 +61,9 @@ choose from, so that no page adds a block nothing checks. The kinds:
 An ``eks-inference`` command a page names in running text (``eks-inference upload LOCAL_DIR
 s3://BUCKET/PREFIX/ [--kind weights|artifacts]``) parses too, with each optional part given
 and each alternative once; named alone, the command exists. A platform file a parsed command
-names (``--platform examples/lmcache.yaml``, not a placeholder) is one of the checkout's. A YAML example in the docstring of
-a spec the API reference documents (``Example (YAML)::``) validates with that spec.
+names (``--platform examples/lmcache.yaml``, not a placeholder) is one of the checkout's. A
+YAML example in the docstring of a spec the API reference documents (``Example (YAML)::``)
+validates with that spec.
 
 Printed text is compared line by line after one normalisation: the box-drawing characters of
 rich's tables count as spaces, runs of spaces as one, and blank lines are left out.
@@ -69,6 +72,7 @@ rich's tables count as spaces, runs of spaces as one, and blank lines are left o
 from __future__ import annotations
 
 import ast
+import http.server
 import importlib
 import importlib.util
 import inspect
@@ -80,7 +84,9 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import typing
+import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -92,6 +98,7 @@ import pytest
 import typer
 import yaml
 from pydantic import BaseModel
+from typer.testing import CliRunner
 
 import eks_inference
 from eks_inference.cli.inputs import load_platform
@@ -666,6 +673,81 @@ def test_a_command_a_page_names_inline_parses(page: str, synopsis: str) -> None:
             _parse(arguments)
         except typer.TyperException as error:
             pytest.fail(f"{page}: `{synopsis}` as {arguments}: {error.format_message()}")
+
+
+def _server_arguments(deployment: str) -> dict[str, str]:
+    """The vLLM server arguments of ``deployment``'s rendered manifests (``--flag value``)."""
+    for path in sorted((REPO / "k8s_manifests" / deployment).glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            pods = (document or {}).get("spec", {}).get("template", {}).get("spec", {})
+            for container in pods.get("containers", []):
+                arguments = [str(word) for word in container.get("args", [])]
+                if "--served-model-name" in arguments:
+                    return dict(itertools.pairwise(arguments))
+    pytest.fail(f"k8s_manifests/{deployment} runs no vLLM server")
+
+
+class _VllmModels(http.server.BaseHTTPRequestHandler):
+    """Answers ``GET .../v1/models`` as vLLM's OpenAI server does for one served model."""
+
+    answer: typing.ClassVar[bytes] = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.answer)))
+        self.end_headers()
+        self.wfile.write(self.answer)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Nothing on stderr: the test reads what the command prints."""
+
+
+@pytest.mark.parametrize(
+    "block",
+    _params(
+        [
+            block
+            for block in _of(*NEEDS)
+            if any(
+                command.startswith("eks-inference models ") for command, _ in _commands(block.text)
+            )
+        ]
+    ),
+)
+def test_the_models_a_page_lists_are_what_its_deployment_serves(block: Block) -> None:
+    """``eks-inference models --url URL`` against a loopback server answering as the vLLM
+    server the reference platform renders for the deployment URL's path names: its served
+    model name and maximum length, ``owned_by: vllm``."""
+    for command, shown in _commands(block.text):
+        if not command.startswith("eks-inference models ") or not _normal("\n".join(shown)):
+            continue
+        words = _arguments(command)
+        url = words[words.index("--url") + 1]
+        served = _server_arguments(urllib.parse.urlsplit(url).path.split("/")[1])
+        model = {
+            "id": served["--served-model-name"],
+            "object": "model",
+            "owned_by": "vllm",
+            "max_model_len": int(served["--max-model-len"]),
+        }
+        _VllmModels.answer = json.dumps({"object": "list", "data": [model]}).encode()
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _VllmModels)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            loopback = (
+                f"http://127.0.0.1:{server.server_address[1]}{urllib.parse.urlsplit(url).path}"
+            )
+            words[words.index("--url") + 1] = loopback
+            result = CliRunner().invoke(app, words, env={"OPENAI_API_KEY": "key"})
+        finally:
+            server.shutdown()
+            server.server_close()
+        assert result.exit_code == 0, f"{block.where}: {result.output}"
+        output, quoted = _normal(result.stdout), _normal("\n".join(shown))
+        assert any(output[n : n + len(quoted)] == quoted for n in range(len(output))), (
+            f"{block.where}: `{command}` prints\n{result.stdout}"
+        )
 
 
 @pytest.mark.parametrize("block", _params(_of("make")))
