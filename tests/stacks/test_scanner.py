@@ -200,3 +200,10 @@ def test_every_finding_is_fixed_or_acknowledged(scanned: Scan) -> None:
 def test_no_acknowledgement_is_stale(scanned: Scan) -> None:
     stale = [str(a) for a in acknowledgements() if not any(map(a.accepts, scanned.findings))]
     assert stale == [], f"remove from {ACKNOWLEDGEMENTS.name}: no finding matches them"
+
+
+def test_the_security_page_names_the_pinned_checkov() -> None:
+    page = (REPO / "docs" / "security.md").read_text()
+    assert f"[checkov](https://www.checkov.io/) {pinned_version()} scans" in page
+    assert f"checkov {pinned_version()} pins" in page
+    assert f"checkov {pinned_version()} pins" in PINS.read_text().replace("\n# ", " ")
