@@ -51,13 +51,21 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# checkov in an environment of its own (requirements-checkov.txt says why), linked into the
+# project's bin/ as node is, so the tests find it on PATH.
+$(VENV)/.checkov: requirements-checkov.txt | $(BIN)/python
+	$(PYTHON) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/pip install --quiet -r requirements-checkov.txt
+	ln -sf ../checkov/bin/checkov $(BIN)/checkov
+	touch $@
+
 node_modules/.installed: package.json package-lock.json | $(VENV)/.runtime
 	node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 setup: $(VENV)/.runtime node_modules/.installed
 
-setup-dev: setup $(VENV)/.dev
+setup-dev: setup $(VENV)/.dev $(VENV)/.checkov
 
 manifests: $(VENV)/.runtime
 	$(BIN)/eks-inference manifests --out k8s_manifests

@@ -360,6 +360,9 @@ def _pod(
         # Pod Identity mounts its own token; the Kubernetes API is never called.
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
+        # Both containers run as the images' root, as the serving pods do; the pod's seccomp
+        # profile is the runtime's default.
+        "securityContext": pod.ROOT_IMAGE_POD_SECURITY,
         # The same pool, tolerations and (for part of a node) Neuron scheduler as serving.
         **pod.placement(placement.workers, spec),
         "initContainers": [compile_container],

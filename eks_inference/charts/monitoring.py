@@ -58,6 +58,12 @@ _NEURON_MONITOR_CPU = "500m"
 _NEURON_MONITOR_MEMORY = "256Mi"
 _NEURON_MONITOR_GO_MEMORY_LIMIT = "160MiB"
 _NEURON_MONITOR_TMP = "64Mi"
+# Probes on the exporter's metrics route, the one it serves: ready once it answers, restarted
+# when it has not answered for a minute and a half (three missed checks, 30 s apart).
+_NEURON_MONITOR_PROBE_TIMEOUT_S = 5
+_NEURON_MONITOR_READINESS_PERIOD_S = 10
+_NEURON_MONITOR_LIVENESS_PERIOD_S = 30
+_NEURON_MONITOR_PROBE_FAILURES = 3
 _NAME_LABEL = "app.kubernetes.io/name"
 
 
@@ -273,9 +279,20 @@ def neuron_monitor_daemon_set(pool: NodePool) -> dict[str, Any]:
 
     The pool's selector and tolerations, so it runs on those nodes and no others; privileged
     (:data:`~eks_inference.charts.pod.PRIVILEGED_NODE_AGENT_SECURITY`), as Neuron's own
-    DaemonSet is; requests equal to its limits; a writable /tmp on a read-only root.
+    DaemonSet is; requests equal to its limits; a writable /tmp on a read-only root; readiness
+    and liveness probes on the exporter's metrics route.
     """
     labels = _neuron_monitor_labels(pool)
+
+    def probe(period_seconds: int) -> dict[str, Any]:
+        return pod.http_probe(
+            METRICS_PATH,
+            port=NEURON_MONITOR_PORT,
+            period_seconds=period_seconds,
+            timeout_seconds=_NEURON_MONITOR_PROBE_TIMEOUT_S,
+            failure_threshold=_NEURON_MONITOR_PROBE_FAILURES,
+        )
+
     container = {
         "name": NEURON_MONITOR,
         "image": NEURON_MONITOR_IMAGE,
@@ -292,6 +309,8 @@ def neuron_monitor_daemon_set(pool: NodePool) -> dict[str, Any]:
         "env": pod.env({"GOMEMLIMIT": _NEURON_MONITOR_GO_MEMORY_LIMIT}),
         "resources": pod.resources({"cpu": _NEURON_MONITOR_CPU, "memory": _NEURON_MONITOR_MEMORY}),
         "securityContext": pod.PRIVILEGED_NODE_AGENT_SECURITY,
+        "readinessProbe": probe(_NEURON_MONITOR_READINESS_PERIOD_S),
+        "livenessProbe": probe(_NEURON_MONITOR_LIVENESS_PERIOD_S),
         "volumeMounts": [pod.mount("tmp", "/tmp")],
     }
     template = {

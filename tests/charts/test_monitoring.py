@@ -14,6 +14,7 @@ from eks_inference.charts.monitoring import exporters_chart, neuron_pools
 from eks_inference.metrics import unknown_metrics
 from eks_inference.names import GRAFANA_DASHBOARD_LABEL, INFERENCE_NAMESPACE
 from eks_inference.observability.signals import DEPLOYMENT_LABEL, signals_of
+from eks_inference.serve.api_key_auth import METRICS_PATH
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import KUBERNETES_VERSION
 from tests.helpers.checks import found
@@ -110,6 +111,12 @@ def test_neuron_monitor_runs_on_neuron_pools_only_and_is_scraped(rendered: Rende
             pod = daemon_set["spec"]["template"]["spec"]
             assert pod["nodeSelector"] == pool.node_selector()
             assert pod["tolerations"] == pool.tolerations()
+            (container,) = pod["containers"]
+            (port,) = container["ports"]
+            for probe in ("readinessProbe", "livenessProbe"):
+                # The route and port Prometheus scrapes: the exporter answers there once it runs.
+                get = container[probe]["httpGet"]
+                assert (get["path"], get["port"]) == (METRICS_PATH, port["containerPort"])
             kubernetes_validate.validate(daemon_set, KUBERNETES_VERSION, strict=True)
         if neuron:
             (monitor,) = of_kind(objects, "PodMonitor")

@@ -169,6 +169,16 @@ def test_every_container_drops_all_capabilities_under_the_runtime_seccomp_profil
             assert seccomp == {"type": "RuntimeDefault"}, where
 
 
+def test_every_workload_pod_declares_the_runtime_seccomp_profile_for_all_its_containers(
+    rendered: Rendered,
+) -> None:
+    # At the pod, so it covers the containers a controller adds as well as the platform's own.
+    pods = list(_workload_pods(rendered))
+    assert any("/" not in name for name, _ in pods), "no compile Job rendered"
+    for name, spec in pods:
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+
+
 def test_root_containers_are_only_those_of_images_without_another_user(
     rendered: Rendered,
 ) -> None:
