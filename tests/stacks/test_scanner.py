@@ -31,6 +31,8 @@ ACKNOWLEDGEMENTS = REPO / "checkov-acknowledgements.yaml"
 PINS = REPO / "requirements-checkov.txt"
 MANIFESTS = REPO / "k8s_manifests"
 FRAMEWORKS = ("kubernetes", "cloudformation")
+# The page that says what the scanner finds and how to run it.
+SECURITY_PAGE = REPO / "docs/security.md"
 CHECK_ID = re.compile(r"^CKV_(K8S|AWS)_[0-9]+$")
 # No network: no update check against PyPI when checkov starts, no download of policies or
 # of their metadata from a platform account.
@@ -203,7 +205,17 @@ def test_no_acknowledgement_is_stale(scanned: Scan) -> None:
 
 
 def test_the_security_page_names_the_pinned_checkov() -> None:
-    page = (REPO / "docs" / "security.md").read_text()
+    page = SECURITY_PAGE.read_text()
     assert f"[checkov](https://www.checkov.io/) {pinned_version()} scans" in page
     assert f"checkov {pinned_version()} pins" in page
     assert f"checkov {pinned_version()} pins" in PINS.read_text().replace("\n# ", " ")
+
+
+def test_the_security_pages_commands_scan_the_frameworks_this_test_scans() -> None:
+    page = SECURITY_PAGE.read_text()
+    commands = re.findall(r"^\.venv/bin/checkov (.+)$", page, re.MULTILINE)
+    assert len(commands) == len(FRAMEWORKS)
+    for command, framework, folder in zip(
+        commands, FRAMEWORKS, ("k8s_manifests", "cdk.out"), strict=True
+    ):
+        assert command.split() == ["--framework", framework, "-d", folder, "--skip-download"]
