@@ -84,6 +84,23 @@ def resource_total(out: Path) -> int:
     )
 
 
+# A Kubernetes manifest applied by aws-cdk-lib's kubectl handler: one run of it on create,
+# update and delete.
+KUBECTL_RESOURCE = "Custom::AWSCDK-EKS-KubernetesResource"
+
+
+def kubectl_resources(out: Path) -> tuple[int, int]:
+    """The most kubectl-handler resources one deployment's nested stack holds, and how many the
+    whole cloud assembly in ``out`` holds."""
+
+    def count(template: Path) -> int:
+        resources = json.loads(template.read_text())["Resources"].values()
+        return sum(1 for r in resources if r["Type"] == KUBECTL_RESOURCE)
+
+    nested = [count(t) for t in out.glob("*.nested.template.json")]
+    return max(nested, default=0), sum(count(t) for t in out.glob("*.template.json"))
+
+
 def peer_versions() -> dict[str, str]:
     """The peer's pinned npm packages (``bench/peer/package.json``), name -> exact version."""
     package = json.loads((PEER / "package.json").read_text())
@@ -131,6 +148,7 @@ def main() -> None:
         reference_resources, reference_bytes = template_limits(work / "reference-0")
         peer_resources, peer_bytes = template_limits(work / "peer-0")
         totals = {name: resource_total(work / f"{name}-0") for name in ("reference", "peer")}
+        kubectl_per_deployment, kubectl_100 = kubectl_resources(work / "scale-0")
     load_at_end = _load_average()
 
     def wall(name: str) -> float:
@@ -167,6 +185,8 @@ def main() -> None:
         "max_resources_per_stack_100": max_resources,
         "max_template_bytes_100": max_bytes,
         "manifests_100_s": round(cpu("manifests"), 2),
+        "kubectl_resources_per_deployment": kubectl_per_deployment,
+        "kubectl_resources_100": kubectl_100,
         "test_suite_s": None,
         "rounds": args.rounds,
         "cpu_s_by_round": {

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cache
+from typing import cast
 from weakref import WeakKeyDictionary
 
-from aws_cdk import AssetHashType, AssetStaging, Stack, Token
+from aws_cdk import AssetHashType, AssetStaging, CustomResource, RemovalPolicy, Stack, Token
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
@@ -105,6 +106,10 @@ class NeuronRayImage(Construct):
         return image
 
 
+# The construct id of a deployment's one manifest resource.
+MANIFEST_ID = "Objects"
+
+
 class ModelDeployment(Construct):
     """One model server on an :class:`InferenceCluster`: its charts, applied, and its IAM.
 
@@ -123,16 +128,19 @@ class ModelDeployment(Construct):
 
     Then it creates:
 
-    * one ``Custom::AWSCDK-EKS-KubernetesResource`` per chart of
-      :func:`~eks_inference.charts.deployment.deployment_charts` (NetworkPolicies, Mountpoint
-      volumes, then the engine's server: the vLLM Deployment or the RayService) and, with
-      ``neuron.run_compile_job``, of :func:`~eks_inference.charts.deployment.compile_job_charts`
-      (the Neuron compile Job), then of
-      :func:`~eks_inference.charts.deployment.observability_charts` (PodMonitors, alert rules
-      and the dashboard, when the platform has ``InferenceObservability``; the KEDA
-      ScaledObject of an autoscaled standalone vLLM), in that order (:attr:`charts`,
-      :attr:`manifests`), each after what it needs: the namespaces it uses; the Mountpoint
-      driver and its role's policy for charts with volumes; the add-on that installs its
+    * one ``Custom::AWSCDK-EKS-KubernetesResource`` (:attr:`manifest`) holding every object
+      of the charts of :func:`~eks_inference.charts.deployment.deployment_charts`
+      (NetworkPolicies, Mountpoint volumes, then the engine's server: the vLLM Deployment or
+      the RayService) and, with ``neuron.run_compile_job``, of
+      :func:`~eks_inference.charts.deployment.compile_job_charts` (the Neuron compile Job),
+      then of :func:`~eks_inference.charts.deployment.observability_charts` (PodMonitors,
+      alert rules and the dashboard, when the platform has ``InferenceObservability``; the
+      KEDA ScaledObject of an autoscaled standalone vLLM), then the Ingress, in that order
+      (:attr:`charts`): what an object refers to comes before it. One resource is one run of
+      the kubectl handler on create, update and delete, where one per chart was four to six
+      run one after another, and a deployment's objects are deleted together. It is applied
+      after everything any of its objects needs: the namespaces they use; the Mountpoint
+      driver and its role's policy when they mount volumes; the add-ons that install their
       custom resources (KubeRay for a RayService, kube-prometheus-stack for monitors, KEDA);
       the Pod Identity association (and the role) of every identity its pods use, since the
       Pod Identity webhook gives credentials only to pods created after the association;
@@ -177,10 +185,10 @@ class ModelDeployment(Construct):
     add-ons, Pod Identity agent) into a ``DependsOn`` of the nested stack's resource. The one
     grant that lands in the parent is the Mountpoint driver's, whose role is shared.
 
-    Attributes: :attr:`charts` and :attr:`manifests` (same order), :attr:`needs` (of every
-    chart rendered, the compile job's included), :attr:`server_identity`,
-    :attr:`compile_identity`, :attr:`mountpoint_prefixes`, :attr:`neuron_ray_image` and
-    :attr:`region`.
+    Attributes: :attr:`charts` (in the order their objects are applied), :attr:`manifest`,
+    :attr:`needs` (of every chart rendered, the compile job's included),
+    :attr:`server_identity`, :attr:`compile_identity`, :attr:`mountpoint_prefixes`,
+    :attr:`neuron_ray_image` and :attr:`region`.
     """
 
     def __init__(
@@ -194,6 +202,7 @@ class ModelDeployment(Construct):
         placement: Placement,
         region: str | None = None,
         route: Route | None = None,
+        retain_chart_manifests: bool = False,
     ) -> None:
         """Render, apply and authorize ``spec``.
 
@@ -210,6 +219,12 @@ class ModelDeployment(Construct):
         :param route: where the deployment is reached on the platform's load balancer
             (``PlatformSpec.route(spec)``); its Ingress needs a ``LoadBalancerController``
             and, when it requires the API key, ``ApiKeys``; default: in-cluster only.
+        :param retain_chart_manifests: the first of the two deploys that move a deployment
+            applied by an earlier release (one manifest resource per chart) to one manifest
+            resource without deleting its objects: keep the per-chart resources, unchanged
+            but retained, beside the one that now applies the objects; the next deploy without
+            it drops them, and CloudFormation leaves their objects alone (docs: upgrading).
+            Default: off.
         """
         super().__init__(scope, construct_id)
         cluster = platform.cluster
@@ -284,46 +299,66 @@ class ModelDeployment(Construct):
         self.compile_identity = identities.get(names.compile_service_account_name(spec.name))
 
         self.mountpoint_prefixes: tuple[str, ...] = ()
-        self.manifests: list[eks.KubernetesManifest] = []
+        # Everything the objects wait for, in the order first needed, each once: the namespaces
+        # they use (require() made sure something creates each), the providers of their
+        # volumes, custom resources, identities, Secrets and IngressClasses.
+        # (By Python identity: a construct's path would be one more call into Node.js.)
+        dependencies: dict[int, IConstruct] = {}
+
+        def after(*constructs: IConstruct) -> None:
+            for construct in constructs:
+                dependencies.setdefault(id(construct), construct)
+
         for chart in self.charts:
-            # The chart's objects themselves, not to_json()'s deep copy: jsii only reads them
-            # (it sends Node.js a serialized copy), and copying every manifest of a large
-            # platform costs more than creating it.
-            manifest = eks.KubernetesManifest(
-                self, chart.role, cluster=cluster.eks_cluster, manifest=list(chart.objects)
-            )
             needs = chart.needs
-            # Everything the manifest waits for, added in one call.
-            # require() made sure something creates each namespace.
-            dependencies: list[IConstruct] = [
-                maker for n in needs.namespaces if (maker := platform.namespace(n)) is not None
-            ]
-            if self.manifests:
-                # Apply order is list order: a server mounts the claims applied before it.
-                dependencies.append(self.manifests[-1])
+            after(*(m for n in needs.namespaces if (m := platform.namespace(n)) is not None))
             # require() made sure the platform has a driver when a chart mounts volumes.
             if needs.mounted_prefixes and mountpoint is not None:
                 for prefix in _mounted_prefixes(chart.role, needs.mounted_prefixes):
                     mountpoint.grant_read(prefix)
                     self.mountpoint_prefixes += (prefix,)
                 # The driver must exist, and be able to read, before a volume is mounted.
-                dependencies += mountpoint.dependencies
+                after(*mountpoint.dependencies)
             # require() made sure the platform has the FSx CSI driver for FSx volumes.
             if needs.lustre_volumes and platform.lustre is not None:
-                dependencies.append(platform.lustre)
+                after(platform.lustre)
                 if self.file_system is not None:
-                    dependencies += self.file_system.dependencies
-            dependencies += [platform.crd_installers[crd] for crd in needs.custom_resources]
+                    after(*self.file_system.dependencies)
+            after(*(platform.crd_installers[crd] for crd in needs.custom_resources))
             for account in needs.service_accounts:
                 identity = identities[account.name]
-                dependencies += [identity.association, identity.role]
-            dependencies += [platform.secret_makers[secret] for secret in needs.secrets]
-            dependencies += [
-                platform.ingress_controllers[ingress_class]
-                for ingress_class in needs.ingress_classes
-            ]
-            manifest.node.add_dependency(*dependencies)
-            self.manifests.append(manifest)
+                after(identity.association, identity.role)
+            after(*(platform.secret_makers[secret] for secret in needs.secrets))
+            after(*(platform.ingress_controllers[c] for c in needs.ingress_classes))
+        # One manifest resource, one kubectl run, for every object of the deployment, in the
+        # charts' order: what an object refers to is applied before it. The chart's objects
+        # themselves, not to_json()'s deep copy: jsii only reads them (it sends Node.js a
+        # serialized copy), and copying every manifest of a large platform costs more than
+        # creating it. ``overwrite`` applies on create too (``kubectl apply``, not ``create``),
+        # so that a deployment's objects are adopted where they already exist, as they do
+        # after the per-chart resources of an earlier release are retained (docs: upgrading).
+        self.manifest = eks.KubernetesManifest(
+            self,
+            MANIFEST_ID,
+            cluster=cluster.eks_cluster,
+            manifest=[o for chart in self.charts for o in chart.objects],
+            overwrite=True,
+        )
+        self.manifest.node.add_dependency(*dependencies.values())
+        if retain_chart_manifests:
+            self._retain_chart_manifests(cluster)
+
+    def _retain_chart_manifests(self, cluster: InferenceCluster) -> None:
+        """The per-chart manifest resources of earlier releases, under the ids and with the
+        properties they had (so CloudFormation updates nothing of them and runs no kubectl),
+        retained: removed by a later deploy, they are forgotten, not deleted with their
+        objects, which the deployment's one manifest resource has adopted by then."""
+        for chart in self.charts:
+            legacy = eks.KubernetesManifest(
+                self, chart.role, cluster=cluster.eks_cluster, manifest=list(chart.objects)
+            )
+            resource = cast(CustomResource, legacy.node.find_child("Resource"))
+            resource.apply_removal_policy(RemovalPolicy.RETAIN)
 
     @staticmethod
     def _observability(

@@ -65,7 +65,7 @@ class ParentStackUse:
     per_deployment: StackUse
 
 
-# Every nested stack stays within this: a manifest custom resource per chart, a Pod Identity
+# Every nested stack stays within this: one manifest custom resource, a Pod Identity
 # role, policy and association per service account, and the manifests' text (a Neuron
 # RayService with its serving code is about 100 KB).
 NESTED_STACK_BOUND = StackUse(resources=16, outputs=0, template_bytes=300_000)

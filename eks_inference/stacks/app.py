@@ -51,6 +51,9 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
       instead of as the platform file says; the platform is validated again in that mode.
     * ``validate_templates=true``: also run CDK's built-in CloudFormation template validation
       (see below).
+    * ``retain_chart_manifests=true``: the first of the two deploys that move a platform an
+      earlier release deployed (one manifest resource per chart) to one manifest resource per
+      deployment without deleting any object (docs: tearing down, upgrading).
 
     Context values are checked before anything is built; all their problems are raised
     together as the :class:`~eks_inference.specification.validation.SpecError` (a
@@ -123,6 +126,12 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         problem = public_access_cidr_problem(cidr, name="context public_access_cidrs entry")
         if problem is not None:
             problems.add(("public_access_cidrs",), problem)
+    retain_chart_manifests = context("retain_chart_manifests")
+    if retain_chart_manifests not in (None, "true", "false"):
+        problems.add(
+            ("retain_chart_manifests",),
+            f"context retain_chart_manifests {retain_chart_manifests!r} is not true or false",
+        )
     problems.raise_if_any(SpecError)
     if provisioning is not None:
         platform = platform.with_node_provisioning(NodeProvisioning(provisioning))
@@ -134,6 +143,7 @@ def build_app(platform: PlatformSpec, *, app: App | None = None) -> tuple[App, I
         availability_zones=zones,
         admin_role_arn=admin_role_arn,
         public_access_cidrs=public_access_cidrs,
+        retain_chart_manifests=retain_chart_manifests == "true",
     )
     register_nag(app)
     if context("validate_templates") == "true":

@@ -45,8 +45,8 @@ _LOAD_BALANCER_HOST_TIMEOUT = Duration.minutes(10)
 class DeploymentStack(NestedStack):
     """The nested stack of one model deployment: its manifests, roles and associations.
 
-    A deployment adds a manifest custom resource per chart, IAM roles and policies and Pod
-    Identity associations, and a Neuron RayService manifest alone is about 60 KB of template.
+    A deployment adds one manifest custom resource (all its objects), IAM roles and policies and
+    Pod Identity associations, and a Neuron RayService manifest alone is about 60 KB of template.
     In one stack, CloudFormation's limit of a 1 MB template (and 500 resources) would cap a
     platform at a few dozen deployments, and at about 15 Neuron RayServices. Here the parent
     grows by one resource per deployment (the ``AWS::CloudFormation::Stack``) and each nested
@@ -79,6 +79,7 @@ class DeploymentStack(NestedStack):
         placement: Placement,
         region: str,
         route: Route | None = None,
+        retain_chart_manifests: bool = False,
     ) -> None:
         super().__init__(
             scope,
@@ -96,6 +97,7 @@ class DeploymentStack(NestedStack):
             placement=placement,
             region=region,
             route=route,
+            retain_chart_manifests=retain_chart_manifests,
         )
 
 
@@ -147,6 +149,7 @@ class InferenceStack(Stack):
         admin_role_arn: str | None = None,
         public_access_cidrs: Sequence[str] | None = None,
         description: str | None = None,
+        retain_chart_manifests: bool = False,
     ) -> None:
         """Build the stack.
 
@@ -158,6 +161,10 @@ class InferenceStack(Stack):
         :param public_access_cidrs: CIDRs allowed to reach a public API endpoint; default:
             none, the endpoint is private.
         :param description: CloudFormation stack description.
+        :param retain_chart_manifests: the first deploy of a platform that an earlier release
+            deployed with one manifest resource per chart
+            (:class:`~eks_inference.constructs.ModelDeployment`'s ``retain_chart_manifests``);
+            default: off.
         """
         super().__init__(
             scope,
@@ -232,6 +239,7 @@ class InferenceStack(Stack):
                 placement=platform.placement(spec),
                 region=platform.region,
                 route=routes.get(spec.name),
+                retain_chart_manifests=retain_chart_manifests,
             )
             for spec in platform.deployments
         }

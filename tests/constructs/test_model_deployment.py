@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from fnmatch import fnmatchcase
-from itertools import pairwise
+from itertools import groupby
 from pathlib import Path
 from typing import cast
 
@@ -252,19 +252,15 @@ def test_charts_are_applied_in_order_after_what_they_need(
         has_identity = bool(deployment.resources("AWS::EKS::PodIdentityAssociation"))
         assert (agent <= depends_on) == has_identity, name
 
-        manifests = deployment.resources("Custom::AWSCDK-EKS-KubernetesResource")
-        ordered = [logical_id for logical_id, _ in deployment.manifests()]
-        roles = [
-            next(r for r in expected_roles[name] if r.replace("-", "") in logical_id)
-            for logical_id in ordered
-        ]
-        assert roles == expected_roles[name]
-        for before, after in pairwise(ordered):
-            assert before in manifests[after]["DependsOn"]
-        associations = deployment.resources("AWS::EKS::PodIdentityAssociation")
-        server = manifests[ordered[roles.index(spec.engine)]]
+        # One manifest resource holds every object, chart after chart.
+        ((logical_id, objects),) = deployment.manifests()
+        roles = [o["metadata"]["labels"][names.COMPONENT_LABEL] for o in objects]
+        assert [role for role, _ in groupby(roles)] == expected_roles[name]
+        manifest = deployment.resources("Custom::AWSCDK-EKS-KubernetesResource")[logical_id]
+        assert manifest["Properties"]["Overwrite"] is True
         if name == STREAMER:
-            assert set(associations) <= set(server["DependsOn"])
+            associations = deployment.resources("AWS::EKS::PodIdentityAssociation")
+            assert set(associations) <= set(manifest["DependsOn"])
 
 
 @synth
@@ -342,17 +338,17 @@ def test_another_app_can_apply_deployments_in_its_own_stack(tmp_path: Path) -> N
         element = construct if isinstance(construct, CfnElement) else construct.node.default_child
         return stack.get_logical_id(cast(CfnElement, element))
 
-    compile_job = resources[logical_id(neuron.manifests[-1])]
-    assert logical_id(neuron.compile_identity.association) in compile_job["DependsOn"]
-    assert logical_id(neuron.manifests[-2]) in compile_job["DependsOn"]
-    job = json.dumps(compile_job["Properties"]["Manifest"])
+    # The compile job is applied with the rest, after its identity's association.
+    objects = resources[logical_id(neuron.manifest)]
+    assert logical_id(neuron.compile_identity.association) in objects["DependsOn"]
+    job = json.dumps(objects["Properties"]["Manifest"])
     assert names.compile_service_account_name(NEURON) in job
     assert '\\"kind\\":\\"Job\\"' in job
-    # The namespace and the deployments' charts, all in this one template.
+    # The namespace and one manifest per deployment, all in this one template.
     manifests = [
         r for r in resources.values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
     ]
-    assert len(manifests) == 1 + len(streamer.charts) + len(neuron.charts)
+    assert len(manifests) == 1 + 2
     assert "region eu-west-1" in json.dumps(manifests)
     report = json.loads((tmp_path / "validation-report.json").read_text())
     assert [v for r in report["pluginReports"] for v in r.get("violations", [])] == []

@@ -18,6 +18,10 @@ from typing import Any
 
 from aws_cdk import Stack
 
+from eks_inference.charts.artifacts_gate import COMPILE_JOB_ROLE
+from eks_inference.charts.render import render_platform
+from eks_inference.names import COMPONENT_LABEL
+from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.synthesis import STACK_NAME, Synthesized
 
@@ -145,6 +149,66 @@ def deployed(synth: Synthesized, platform: PlatformSpec) -> dict[str, DeployedDe
             resolve=Resolver(parent, pseudo, resource["Properties"].get("Parameters", {})),
         )
     return result
+
+
+# The account pseudo parameter resolves to, for a platform that names none (its templates are
+# environment-agnostic): the manifests are rendered for the same account to compare.
+_ANY_ACCOUNT = "111122223333"
+
+
+def applied_differences(synth: Synthesized, platform: PlatformSpec) -> tuple[int, list[str]]:
+    """How many objects ``synth`` applies, and how that differs from what
+    :func:`~eks_inference.charts.render.render_platform` writes for ``platform``.
+
+    Each deployment's nested stack must apply, in one manifest resource, exactly the objects
+    written for it (the Neuron compile job only when ``neuron.run_compile_job``: the files
+    always hold it), in the order written, each equal to the written one once its tokens are
+    resolved and the pruning label taken off. A deployment on an FSx for Lustre file system
+    the stack creates cannot be rendered outside CDK (its id is known once deployed): it is
+    checked for one manifest resource only.
+    """
+    if platform.account_id is None:
+        platform = platform.model_copy(update={"account_id": _ANY_ACCOUNT})
+    renderable = [spec for spec in platform.deployments if not _on_a_created_file_system(spec)]
+    rendered = render_platform(platform.model_copy(update={"deployments": renderable}))
+    differences: list[str] = []
+    compared = 0
+    deployments = deployed(synth, platform)
+    if set(rendered) != {spec.name for spec in renderable}:
+        differences.append(f"deployments {sorted(rendered)} rendered of {sorted(deployments)}")
+    for name, deployment in deployments.items():
+        resources = deployment.resources(MANIFEST_TYPE)
+        if len(resources) != 1:
+            differences.append(f"{name}: {len(resources)} manifest resources, not one")
+        if name not in rendered:
+            continue
+        expected = [
+            o
+            for o in rendered.get(name, [])
+            if platform.deployment(name).neuron_options.run_compile_job
+            or o["metadata"]["labels"][COMPONENT_LABEL] != COMPILE_JOB_ROLE
+        ]
+        applied = deployment.objects()
+        if [_identity(o) for o in applied] != [_identity(o) for o in expected]:
+            differences.append(f"{name}: applies {[_identity(o) for o in applied]}")
+            continue
+        differences += [
+            f"{name}: {_identity(ours)} differs"
+            for ours, theirs in zip(applied, expected, strict=True)
+            if ours != theirs
+        ]
+        compared += len(applied)
+    return compared, differences
+
+
+def _on_a_created_file_system(spec: ModelDeploymentSpec) -> bool:
+    lustre = spec.weights.fsx
+    return spec.weights.loader == "fsx" and (lustre is None or lustre.file_system_id is None)
+
+
+def _identity(obj: Mapping[str, Any]) -> str:
+    metadata = obj["metadata"]
+    return f"{obj['kind']} {metadata.get('namespace', '')}/{metadata['name']}"
 
 
 def _without_prune_label(obj: dict[str, Any]) -> dict[str, Any]:

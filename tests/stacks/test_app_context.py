@@ -71,11 +71,26 @@ def test_public_access_cidrs_must_each_be_a_network_short_of_the_internet(
     assert message in problem
 
 
+def test_retain_chart_manifests_is_true_or_false() -> None:
+    errors = context_errors(retain_chart_manifests="yes")
+    assert errors == {
+        "retain_chart_manifests": ["context retain_chart_manifests 'yes' is not true or false"]
+    }
+
+
 def test_every_context_problem_is_reported_at_once() -> None:
     errors = context_errors(
-        admin_role_arn="*", public_access_cidrs="garbage", node_provisioning="fargate"
+        admin_role_arn="*",
+        public_access_cidrs="garbage",
+        node_provisioning="fargate",
+        retain_chart_manifests="1",
     )
-    assert set(errors) == {"admin_role_arn", "public_access_cidrs", "node_provisioning"}
+    assert set(errors) == {
+        "admin_role_arn",
+        "public_access_cidrs",
+        "node_provisioning",
+        "retain_chart_manifests",
+    }
 
 
 def test_the_cluster_construct_applies_the_same_rules() -> None:

@@ -16,14 +16,17 @@ from typing import Any
 import pytest
 
 from eks_inference import names
-from eks_inference.charts.artifacts_gate import COMPILE_JOB_ROLE
-from eks_inference.charts.render import render_platform
-from eks_inference.names import COMPONENT_LABEL
 from eks_inference.serve.image import asset_image_uri
 from eks_inference.specification.node_pools import Taint
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.checks import found
-from tests.helpers.deployed import DeployedDeployment, Statement, deployed, statements
+from tests.helpers.deployed import (
+    DeployedDeployment,
+    Statement,
+    applied_differences,
+    deployed,
+    statements,
+)
 from tests.helpers.platforms import REFERENCE_PLATFORM
 from tests.helpers.synthesis import STACK_NAME, Synthesized
 
@@ -239,22 +242,11 @@ def _reads(granted: list[Statement], object_arn: str) -> bool:
 
 
 def test_cloudformation_applies_exactly_what_render_platform_writes(
-    deployments: dict[str, DeployedDeployment],
+    reference: Synthesized,
 ) -> None:
-    rendered = render_platform(PLATFORM)
-    assert set(rendered) == set(deployments)
-    for name, deployment in deployments.items():
-        # k8s_manifests/ always holds the Neuron compile job; the stack applies it on request.
-        expected = [
-            o
-            for o in rendered[name]
-            if PLATFORM.deployment(name).neuron_options.run_compile_job
-            or o["metadata"]["labels"][COMPONENT_LABEL] != COMPILE_JOB_ROLE
-        ]
-        applied = deployment.objects()
-        assert [_identity(o) for o in applied] == [_identity(o) for o in expected], name
-        for ours, theirs in zip(applied, expected, strict=True):
-            assert ours == theirs, f"{name}: {_identity(ours)} differs"
+    compared, differences = applied_differences(reference, PLATFORM)
+    assert differences == []
+    assert compared == sum(len(d.objects()) for d in deployed(reference, PLATFORM).values())
 
 
 def test_the_neuron_ray_image_is_the_asset_k8s_manifests_name(
@@ -269,8 +261,3 @@ def test_the_neuron_ray_image_is_the_asset_k8s_manifests_name(
     assert len(neuron_ray) == 2
     for pod in neuron_ray:
         assert {c["image"] for c in pod.spec["containers"]} == {expected}
-
-
-def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
-    metadata = obj["metadata"]
-    return (obj["apiVersion"], obj["kind"], metadata.get("namespace", ""), metadata["name"])

@@ -15,6 +15,7 @@ import pytest
 
 from bench.platforms import generated_platform
 from eks_inference.specification.platform import PlatformSpec
+from tests.helpers.deployed import applied_differences
 from tests.helpers.synthesis import STACK_NAME, Synthesized, cdk_context, lint_all, synthesize
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
@@ -115,3 +116,11 @@ def test_cfn_lint_reports_no_errors_on_a_nested_stack_of_each_kind(
             if m.rule.severity == "error"
         ]
         assert errors == [], key
+
+
+def test_each_deployment_applies_what_is_rendered_for_it_in_one_manifest_resource(
+    scaled: Synthesized, platform: PlatformSpec
+) -> None:
+    compared, differences = applied_differences(scaled, platform)
+    assert differences == []
+    assert compared > DEPLOYMENTS

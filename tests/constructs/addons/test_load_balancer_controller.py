@@ -332,10 +332,9 @@ def test_an_exposed_deployment_needs_the_controller_and_the_key() -> None:
         ModelDeployment(stack, "WithoutController", **common)
     controller = LoadBalancerController(cluster, "Controller", platform=addons.platform)
     deployment = ModelDeployment(stack, "Exposed", **common)
-    roles = [chart.role for chart in deployment.charts]
-    server, ingress = (deployment.manifests[roles.index(r)] for r in ("vllm", "endpoint"))
-    assert api_keys.manifest in server.node.dependencies
-    assert controller.chart in ingress.node.dependencies
+    # The servers wait for their key, the Ingress for its controller.
+    assert api_keys.manifest in deployment.manifest.node.dependencies
+    assert controller.chart in deployment.manifest.node.dependencies
     with pytest.raises(ValueError, match="route of deployment 'mistral-7b-g6e' given for"):
         ModelDeployment(
             stack, "WrongRoute", **{**common, "spec": platform.deployment("qwen25-7b-g6e")}
