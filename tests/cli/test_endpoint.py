@@ -175,7 +175,12 @@ def test_the_key_comes_from_the_named_variable(
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout) == [
-        {"id": "mistralai/Mistral-7B-Instruct-v0.1", "owned_by": "vllm", "max_model_len": 8192}
+        {
+            "id": "mistralai/Mistral-7B-Instruct-v0.1",
+            "owned_by": "vllm",
+            "max_model_len": 8192,
+            "parent": None,
+        }
     ]
     assert KEY not in result.stdout + result.stderr
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
-from eks_inference.charts import pod, server_deployment, vllm_server
+from eks_inference.charts import adapters, pod, server_deployment, vllm_server
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import (
@@ -231,6 +231,8 @@ class KServeEngine(ServingEngine):
         DerivesServiceNames(
             lambda spec: re.escape(names.kserve_predictor_name(spec.name)) + r"-\d{5}(-private)?"
         ),
+        # The predictor runs vLLM's own server with its flags and pod.
+        vllm.SERVES_ADAPTERS,
     )
     options = Serverless
 
@@ -304,8 +306,10 @@ class KServeEngine(ServingEngine):
                 }
             },
         )
+        adapters_volume = adapters.adapters_volume(spec, context)
         objects = (
             service_account(account, labels),
+            *vllm.adapters_objects(spec, adapters_volume),
             *((code.config_map,) if code is not None else ()),
             service,
         )
@@ -313,6 +317,7 @@ class KServeEngine(ServingEngine):
             objects,
             PlatformNeeds(
                 namespaces=(INFERENCE_NAMESPACE,),
+                mounted_prefixes=(adapters_volume.mounted,) if adapters_volume else (),
                 service_accounts=loader.server_identities(spec, account),
                 secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
                 pods=(
