@@ -30,6 +30,9 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 MAX_LORA_SLOTS = 256
 MAX_CPU_LORAS = 4096
 MAX_LISTED_ADAPTERS = 256
+#: The file PEFT writes beside an adapter's weights, which vLLM reads its rank, base model and
+#: target modules from.
+ADAPTER_CONFIG_NAME = "adapter_config.json"
 ADAPTER_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$"
 
 
