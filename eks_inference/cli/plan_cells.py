@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from eks_inference.catalog.spot_prices import SPOT_PRICES_DATE
+from eks_inference.cli.plan_adapters import ADAPTER_NUMERIC
 from eks_inference.metrics import metric_names
 
 if TYPE_CHECKING:
@@ -107,13 +108,7 @@ NUMERIC = {
     "GiB",
     "tokens of KV",
     *SCALE_TO_ZERO_HEADERS[2:],
-    # The adapter slots' table.
-    "adapters",
-    "slots",
-    "max rank",
-    "slots GiB",
-    "KV tokens left",
-    "KV tokens cost",
+    *ADAPTER_NUMERIC,
 }
 
 
@@ -148,38 +143,6 @@ KV_TIER_HEADERS = ("deployment", "tier", "GiB", "tokens of KV")
 def kv_tier_rows(d: DeploymentPlan) -> list[list[str]]:
     """One row per KV tier of a replica: its size and the tokens of KV it holds."""
     return [[d.name, t.tier, f"{t.gib:.1f}", f"{t.tokens:,}"] for t in d.kv_tiers]
-
-
-ADAPTER_HEADERS = (
-    "deployment",
-    "adapters",
-    "slots",
-    "max rank",
-    "slots GiB",
-    "KV tokens left",
-    "KV tokens cost",
-    "host cache",
-)
-
-
-def adapter_rows(d: DeploymentPlan) -> list[list[str]]:
-    """A replica's LoRA slots: their GPU memory, the KV tokens left and what they cost, and
-    the adapters kept in host memory."""
-    a = d.adapters
-    if a is None:
-        return []
-    return [
-        [
-            d.name,
-            str(a.adapters),
-            str(a.slots),
-            str(a.max_lora_rank),
-            f"{a.gib:.2f}",
-            f"{a.kv_tokens:,}",
-            f"{a.kv_tokens_cost:,}",
-            f"{a.cpu_loras} ({a.cpu_gib:.1f} GiB)",
-        ]
-    ]
 
 
 COLD_START_PHASES = ("node", "image", "weights_image", "weights", "engine")

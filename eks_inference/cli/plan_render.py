@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from eks_inference.cli.plan_adapters import ADAPTER_HEADERS, adapter_rows
 from eks_inference.cli.plan_cells import (
-    ADAPTER_HEADERS,
     BOUND_NOTE,
     COLD_START_HEADERS,
     DEPLOYMENT_HEADERS,
@@ -23,7 +23,6 @@ from eks_inference.cli.plan_cells import (
     SCALE_TO_ZERO_NOTE,
     WATCH_HEADERS,
     WATCH_NOTE,
-    adapter_rows,
     cold_start_rows,
     deployment_cells,
     fit,

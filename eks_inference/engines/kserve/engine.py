@@ -44,6 +44,7 @@ from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.engines.kserve import observed as kserve_observed
 from eks_inference.engines.kserve.options import MAX_REQUEST_TIMEOUT_S, Serverless, serverless_of
 from eks_inference.engines.vllm import engine as vllm
+from eks_inference.engines.vllm import observed as vllm_observed
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.observed import (
     DeploymentKind,
@@ -406,12 +407,14 @@ class KServeEngine(ServingEngine):
 
     def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
         """Cold starts far slower than planned, or more often than hourly
-        (:mod:`~eks_inference.engines.kserve.observed`)."""
-        return kserve_observed.alerts(spec)
+        (:mod:`~eks_inference.engines.kserve.observed`); with adapters, requests waiting for
+        an adapter slot (:mod:`~eks_inference.engines.vllm.observed`)."""
+        return (*kserve_observed.alerts(spec), *vllm_observed.alerts(spec))
 
     def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
-        """Cold starts: how many, and how long against the plan's estimate."""
-        return kserve_observed.panels(spec)
+        """Cold starts: how many, and how long against the plan's estimate; with adapters,
+        the adapters running and waiting."""
+        return (*kserve_observed.panels(spec), *vllm_observed.panels(spec))
 
     def platform_needs(self, spec: ModelDeploymentSpec) -> PlatformNeeds:
         """The InferenceService CRD, of the KServe add-on the stack adds only when needed."""

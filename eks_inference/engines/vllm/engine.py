@@ -38,8 +38,14 @@ from eks_inference.charts.model_server import (
 )
 from eks_inference.charts.serving import ChartObjects, ServerInputs, WeightsVolume
 from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.engines.vllm import observed as vllm_observed
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.observability.observed import DeploymentKind, EngineMetrics
+from eks_inference.observability.observed import (
+    DeploymentKind,
+    EngineAlert,
+    EngineMetrics,
+    EnginePanel,
+)
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.capabilities import (
     AutoscalesOnQueue,
@@ -307,3 +313,12 @@ class VllmEngine(server_deployment.DeploymentEngine):
         if spec.scaling.autoscale:
             return "KEDA adds a replica per quarter batch waiting (and above 80 % KV cache)"
         return "fixed size: set scaling.autoscale to let KEDA add replicas"
+
+    def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
+        """With adapters, requests waiting for an adapter slot
+        (:mod:`~eks_inference.engines.vllm.observed`)."""
+        return vllm_observed.alerts(spec)
+
+    def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
+        """With adapters, the adapters running and waiting per replica."""
+        return vllm_observed.panels(spec)
