@@ -44,6 +44,7 @@ UPSTREAM_FILES = {
     "lmcache/observability.py",  # LMCache 0.5.6: where its metric names are defined
     # vLLM 0.29.0: where LoRA resolvers, the runtime adapter endpoints and the slots are made
     "vllm/entrypoints/serve/engine/serving.py",
+    "vllm/entrypoints/openai/models/serving.py",
     "vllm/entrypoints/serve/lora/api_router.py",
     "vllm/lora/model_manager.py",
 }

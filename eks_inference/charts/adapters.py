@@ -18,8 +18,13 @@ Every engine that runs vLLM's own OpenAI server with ``adapters``
   (``vllm/entrypoints/serve/engine/serving.py``, ``_check_model``); the filesystem resolver
   (entry point ``lora_filesystem_resolver``) looks for ``<name>/adapter_config.json`` under
   ``VLLM_LORA_RESOLVER_CACHE_DIR``, here the mounted prefix, and loads it only when its
-  ``base_model_name_or_path`` is the served model's name. The Hugging Face resolver stays
-  inert: it registers only with ``VLLM_LORA_RESOLVER_HF_REPO_LIST``, never set.
+  ``base_model_name_or_path`` equals the server's model as vLLM holds it
+  (``model_config.model`` in ``resolve_lora`` of ``vllm/entrypoints/openai/models/serving.py``):
+  the model argument when it is a path in the pod (:func:`on_demand_base_model`,
+  ``/mnt/model``), not the served name clients send. With the Run:ai streamer that argument
+  is an S3 URI vLLM replaces with a download directory of its own naming, so adapters are
+  not found on demand there. The Hugging Face resolver stays inert: it registers only with
+  ``VLLM_LORA_RESOLVER_HF_REPO_LIST``, never set.
 - **Runtime endpoints.** The same variable registers ``POST /v1/load_lora_adapter`` and
   ``POST /v1/unload_lora_adapter`` (``vllm/entrypoints/serve/lora/api_router.py``), which
   load any path of the pod's filesystem. They sit under ``/v1``, which the load balancer
@@ -35,6 +40,7 @@ from eks_inference.catalog import sizing
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.mountpoint import MountpointVolume, cache_size_gib, deployment_volume
 from eks_inference.charts.pod import Json, claim_volume, mount
+from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.adapters_rules import adapter_cache_bytes
 from eks_inference.specification.deployment import ModelDeploymentSpec
 
@@ -102,6 +108,15 @@ def environment(spec: ModelDeploymentSpec) -> dict[str, str]:
     if adapters is None or not adapters.on_demand:
         return {}
     return {RUNTIME_UPDATING_ENV: "1", RESOLVER_DIRECTORY_ENV: ADAPTERS_MOUNT_PATH}
+
+
+def on_demand_base_model(spec: ModelDeploymentSpec) -> str | None:
+    """What vLLM's filesystem resolver compares an on-demand adapter's
+    ``base_model_name_or_path`` with: the server's model argument when it is a path in the
+    pod; ``None`` when it is an object-store URI, which vLLM replaces with a directory of its
+    own."""
+    model = loader_of(spec).model(spec, bucket_name="")
+    return model if model.startswith("/") else None
 
 
 def runtime_paths(spec: ModelDeploymentSpec) -> tuple[str, ...]:

@@ -4,9 +4,11 @@ the bucket, against the deployment that serves it.
 An adapter whose folder or config is missing fails like missing weights (upload it). An
 adapter whose config does not fit the deployment is bad input, refused with one line each:
 
-- ``base_model_name_or_path`` is not the deployment's model (its Hugging Face id): an adapter
-  trained on another base model gives garbage, and vLLM's filesystem resolver refuses it for
-  an on-demand adapter anyway;
+- ``base_model_name_or_path`` is not the deployment's model: for a preloaded adapter its
+  Hugging Face id (an adapter trained on another base model gives garbage); for an on-demand
+  adapter what vLLM's filesystem resolver compares it with, the server's model path
+  (:class:`~eks_inference.specification.capabilities.ServesAdapters`'
+  ``on_demand_base_model``), or vLLM never finds it;
 - ``r`` exceeds ``adapters.max_lora_rank``: vLLM refuses to load it into the slots;
 - a ``target_modules`` entry is not a module the engine applies adapters to for the model
   (:class:`~eks_inference.specification.capabilities.ServesAdapters`).
@@ -74,8 +76,20 @@ def config_problems(
     problems = []
     where = f"adapter {name!r} ({key})"
     base = config.get("base_model_name_or_path")
-    if base != spec.model.id:
-        shown = repr(quote_external(base)) if isinstance(base, str) else repr(base)
+    shown = repr(quote_external(base)) if isinstance(base, str) else repr(base)
+    resolved = capability.on_demand_base_model(spec) if capability is not None else None
+    if name in adapters.on_demand and resolved is not None and base != resolved:
+        fix = (
+            f"it is the deployment's model; set base_model_name_or_path to {resolved!r}, the "
+            f"server's model path vLLM's resolver compares it with, or list it under preload"
+            if base == spec.model.id
+            else f"serve it on a deployment of its base model, or retrain it on {spec.model.id}"
+        )
+        problems.append(
+            f"{where}: base_model_name_or_path is {shown}, not {resolved!r} as an on-demand "
+            f"adapter of {spec.model.id!r} needs; {fix}"
+        )
+    elif name not in adapters.on_demand and base != spec.model.id:
         problems.append(
             f"{where}: base_model_name_or_path is {shown}, not the deployment's model "
             f"{spec.model.id!r}; serve it on a deployment of its base model, or retrain it "

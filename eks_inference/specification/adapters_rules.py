@@ -29,8 +29,9 @@ def adapter_cache_bytes(spec: ModelDeploymentSpec) -> int:
 
 def check_adapters(spec: ModelDeploymentSpec, problems: Problems) -> None:
     """The model can be sized for adapters, the slots leave room for at least one sequence
-    of ``max_model_len`` tokens of KV cache, no adapter is named like the base model, and the
-    host-memory cache fits the replica's share of the node."""
+    of ``max_model_len`` tokens of KV cache, no adapter is named like the base model,
+    on-demand adapters can be found with the weights' loader, and the host-memory cache fits
+    the replica's share of the node."""
     adapters = spec.adapters
     if adapters is None or not engine_of(spec).serves(ServesAdapters, spec):
         return
@@ -38,7 +39,20 @@ def check_adapters(spec: ModelDeploymentSpec, problems: Problems) -> None:
     if spec.model.id in adapters.names:
         problems.add(
             ("adapters",),
-            f"an adapter is named {spec.model.id!r}, the base model's name; rename its folder",
+            f"an adapter is named {spec.model.id!r}, as the base model is; rename its folder",
+        )
+    capability = engine_of(spec).capability(ServesAdapters)
+    if (
+        adapters.on_demand
+        and capability is not None
+        and capability.on_demand_base_model(spec) is None
+    ):
+        problems.add(
+            ("adapters", "on_demand"),
+            f"engine {spec.engine} finds adapters on demand only when the model it serves is "
+            f"a path in the pod (the LoRA resolver of vLLM compares the base model of each "
+            f"adapter with it), and weights.loader {spec.weights.loader} gives it an S3 URI; "
+            "use loader: mountpoint, or list these adapters under preload",
         )
     if arch.intermediate_size is None:
         problems.add(

@@ -127,11 +127,15 @@ class ServesAdapters(Capability):
     refuses an adapter that targets another. ``runtime_paths`` are the server paths under the
     OpenAI API that load or unload adapters at run time, registered for a spec that finds
     adapters on demand: the platform's load balancer answers them with a 404 itself.
+    ``on_demand_base_model`` is the base model an adapter found on demand must name in its
+    config for a spec (what the engine compares it with), or ``None`` when the engine cannot
+    find adapters on demand for that spec.
     """
 
     accelerators: frozenset[Accelerator]
     target_modules: Callable[[ModelDeploymentSpec], frozenset[str]]
     runtime_paths: Callable[[ModelDeploymentSpec], tuple[str, ...]]
+    on_demand_base_model: Callable[[ModelDeploymentSpec], str | None]
 
     def serves(self, spec: ModelDeploymentSpec) -> bool:
         return spec.accelerator in self.accelerators

@@ -254,7 +254,8 @@ _RULES = (
     ),
     _rule("kv_cache engine instance_type model tensor_parallel_size", check_kv_cache),
     _rule(
-        f"adapters engine instance_type model tensor_parallel_size kv_cache {_LIMITS_SIZED}",
+        "adapters engine instance_type model tensor_parallel_size kv_cache weights.loader "
+        + _LIMITS_SIZED,
         check_adapters,
     ),
     *FIELD_NEED_RULES,

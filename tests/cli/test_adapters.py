@@ -15,6 +15,7 @@ import yaml
 from botocore.stub import Stubber  # type: ignore[import-untyped]
 from typer.testing import Result
 
+from eks_inference.charts.model_server import MODEL_MOUNT_PATH
 from eks_inference.cli.inputs import load_platform
 from eks_inference.ops.upload.manifest import MANIFEST_NAME
 from tests.helpers.errors import one_line_error
@@ -56,6 +57,10 @@ def adapter_folder(tmp_path: Path, name: str, **changes: Any) -> Path:
 
 
 def upload_adapter(cli: Cli, tmp_path: Path, name: str, **changes: Any) -> Result:
+    """Upload adapter ``name``; an on-demand one names the server's model path as its base, as
+    vLLM's filesystem resolver needs (docs/lora-adapters.md)."""
+    if name in ADAPTERS.on_demand:
+        changes = {"base_model_name_or_path": MODEL_MOUNT_PATH, **changes}
     folder = adapter_folder(tmp_path, name, **changes)
     return cli("upload", folder, f"s3://{BUCKET}/{ADAPTERS.folder(name)}", "--kind", "adapter")
 
@@ -83,7 +88,7 @@ def test_upload_puts_an_adapter_folder_under_the_prefix(cli: Cli, s3: Any, uploa
         folder = f"{ADAPTERS.prefix}{name}/"
         assert {f"{folder}adapter_config.json", f"{folder}adapter_model.safetensors"} <= keys
         assert f"{folder}{MANIFEST_NAME}" in keys
-    body = s3.get_object(Bucket=BUCKET, Key=f"{ADAPTERS.folder('sql-writer')}adapter_config.json")
+    body = s3.get_object(Bucket=BUCKET, Key=f"{ADAPTERS.folder('support-tone')}adapter_config.json")
     assert json.loads(body["Body"].read()) == PEFT_CONFIG
 
 
@@ -150,18 +155,40 @@ def test_preflight_refuses_an_adapter_that_does_not_fit_the_deployment(
 ) -> None:
     s3.create_bucket(Bucket=BUCKET)
     upload_weights(cli, tmp_path, SPEC.weights.prefix)
+    wrong_one = "support-tone"  # preloaded; on-demand adapters are checked below
     for name in ADAPTERS.names:
-        wrong = changes if name == "legal-summary" else {}
+        wrong = changes if name == wrong_one else {}
         assert upload_adapter(cli, tmp_path, name, **wrong).exit_code == 0
     expect_quotas(quotas)
     result = cli("preflight", "--platform", EXAMPLE)
     line = one_line_error(
-        result, 2, f"deployment {SPEC.name}: adapter 'legal-summary'", "adapter_config.json"
+        result, 2, f"deployment {SPEC.name}: adapter '{wrong_one}'", "adapter_config.json"
     )
     for text in expected:
         assert text in line
-    assert "support-tone" not in line
     assert "sql-writer" not in line
+    assert "legal-summary" not in line
+
+
+def test_preflight_refuses_an_on_demand_adapter_vllm_would_never_find(
+    cli: Cli, s3: Any, api_calls: ApiCalls, tmp_path: Path, quotas: Stubber
+) -> None:
+    """vLLM's filesystem resolver loads an on-demand adapter only if its base model is the
+    server's model path: one naming the Hugging Face id is refused with the value to set."""
+    s3.create_bucket(Bucket=BUCKET)
+    upload_weights(cli, tmp_path, SPEC.weights.prefix)
+    for name in ADAPTERS.names:
+        base = {"base_model_name_or_path": SPEC.model.id} if name == "legal-summary" else {}
+        assert upload_adapter(cli, tmp_path, name, **base).exit_code == 0
+    expect_quotas(quotas)
+    one_line_error(
+        cli("preflight", "--platform", EXAMPLE),
+        2,
+        "adapter 'legal-summary'",
+        f"not '{MODEL_MOUNT_PATH}' as an on-demand adapter of '{SPEC.model.id}' needs",
+        f"set base_model_name_or_path to '{MODEL_MOUNT_PATH}'",
+        "or list it under preload",
+    )
 
 
 @pytest.mark.parametrize(

@@ -100,7 +100,7 @@ VARIANT_DEPLOYMENTS: list[dict[str, Any]] = [
         "model": "llama-3-8b",
         "instance_type": "g6e.12xlarge",
         "engine": "vllm",
-        "weights": {"prefix": "models/llama-3-8b/", "loader": "runai_streamer"},
+        "weights": {"prefix": "models/llama-3-8b/"},
         "adapters": {
             "prefix": "adapters/llama-3-8b/",
             "max_loras": 4,

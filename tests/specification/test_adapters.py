@@ -111,6 +111,19 @@ def test_bad_adapters_are_refused_under_their_field(
     assert expected in errors[field], errors[field]
 
 
+def test_on_demand_adapters_need_a_model_path_in_the_pod() -> None:
+    """vLLM's resolver compares an on-demand adapter's base model with the server's model as
+    vLLM holds it; with the Run:ai streamer that is a download directory of vLLM's naming."""
+    streamed = {"prefix": "models/llama-3-8b/", "loader": "runai_streamer"}
+    errors = errors_of(deployment(weights=streamed), ModelDeploymentSpec)
+    assert "weights.loader runai_streamer gives it an S3 URI" in errors["adapters.on_demand"]
+    assert (
+        "use loader: mountpoint, or list these adapters under preload"
+        in (errors["adapters.on_demand"])
+    )
+    ModelDeploymentSpec.model_validate(adapters(on_demand=[]) | {"weights": streamed})
+
+
 def test_adapters_on_inferentia_are_refused_naming_the_instance() -> None:
     data = deployment(
         instance_type="inf2.48xlarge",

@@ -1,6 +1,6 @@
 """The LoRA adapters example (examples/lora-adapters.yaml) synthesizes credential-free, cdk-nag
 and cfn-lint clean (tests/stacks/test_examples.py), with the Mountpoint driver granted the
-adapters prefix beside nothing but what else the platform mounts."""
+adapters prefix beside the weights and nothing else."""
 
 from __future__ import annotations
 
@@ -26,11 +26,12 @@ def example(synthesized_platform: Callable[[PlatformSpec], Synthesized]) -> Synt
 @pytest.mark.synth
 @EXAMPLE_GROUP
 def test_the_driver_reads_the_adapters_prefix_and_no_more(example: Synthesized) -> None:
-    """The weights load with the Run:ai streamer, so the adapters prefix is the one prefix the
-    Mountpoint driver may read, as the parent stack's estimate counts it."""
+    """The Mountpoint driver may read the weights' prefix and the adapters prefix and nothing
+    else, as the parent stack's estimate counts them."""
     platform: PlatformSpec = example.stack.platform
-    assert example.stack.mountpoint_prefixes == ("adapters/llama-3-8b/",)
-    assert mounted_prefixes(platform.deployments) == ["adapters/llama-3-8b/"]
+    granted = ["adapters/llama-3-8b/", "models/llama-3-8b/"]
+    assert list(example.stack.mountpoint_prefixes) == granted
+    assert sorted(mounted_prefixes(platform.deployments)) == granted
     policies = [
         p["Properties"]["PolicyDocument"]["Statement"]
         for p in example.resources("AWS::IAM::Policy").values()
@@ -42,5 +43,5 @@ def test_the_driver_reads_the_adapters_prefix_and_no_more(example: Synthesized) 
         for s in policy
         if s["Action"] == "s3:ListBucket"
     ]
-    assert listed == ["adapters/llama-3-8b/"]
+    assert sorted(listed) == granted
     check_parent_stack_use(example)

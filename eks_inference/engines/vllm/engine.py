@@ -93,7 +93,10 @@ def lora_target_modules(spec: ModelDeploymentSpec) -> frozenset[str]:
 #: vLLM's multi-LoRA, on GPUs: the pinned Neuron plugin compiles adapters into the graph
 #: (NxD Inference's LoRA config), which the compile job does not do.
 SERVES_ADAPTERS = ServesAdapters(
-    frozenset({Accelerator.NVIDIA}), lora_target_modules, adapters.runtime_paths
+    frozenset({Accelerator.NVIDIA}),
+    lora_target_modules,
+    adapters.runtime_paths,
+    adapters.on_demand_base_model,
 )
 
 

@@ -432,6 +432,8 @@ def test_the_predictor_serves_lora_adapters_from_the_mounted_prefix() -> None:
     }
     data = yaml.safe_load(EXAMPLE.read_text())
     data["deployments"][0]["adapters"] = adapters
+    # On-demand adapters need a model path in the pod (docs/lora-adapters.md).
+    data["deployments"][0]["weights"] = {"prefix": "models/mistral-7b/"}
     platform = PlatformSpec.model_validate(data)
     (spec,) = platform.deployments
     objects = render_platform(platform, CONTEXT)[spec.name]
@@ -457,8 +459,16 @@ def test_the_predictor_serves_lora_adapters_from_the_mounted_prefix() -> None:
     assert {"name": "adapters", "mountPath": "/mnt/adapters", "readOnly": True} in container[
         "volumeMounts"
     ]
-    claim = one(objects, "PersistentVolumeClaim")
-    volume = one(objects, "PersistentVolume")
+    (claim,) = [
+        o
+        for o in of_kind(objects, "PersistentVolumeClaim")
+        if o["metadata"]["name"].endswith("-adapters")
+    ]
+    (volume,) = [
+        o
+        for o in of_kind(objects, "PersistentVolume")
+        if o["metadata"]["name"].endswith("-adapters")
+    ]
     read_only_claim = {"claimName": claim["metadata"]["name"], "readOnly": True}
     assert {"name": "adapters", "persistentVolumeClaim": read_only_claim} in predictor["volumes"]
     assert "prefix adapters/mistral-7b/" in volume["spec"]["mountOptions"]
