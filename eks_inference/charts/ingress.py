@@ -208,9 +208,11 @@ def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str,
 
     A route's :attr:`~eks_inference.specification.routes.Route.blocked_paths` (the runtime
     adapter endpoints of servers that find adapters on demand) come first, each an ``Exact``
-    path to the fixed-404 action :data:`NOT_FOUND_ACTION`: the controller makes listener rules
-    in the order of an Ingress's paths, so these match before the API's prefix would forward
-    them, and the servers never see them from outside.
+    path to the fixed-404 action :data:`NOT_FOUND_ACTION`: the controller gives an Ingress's
+    exact paths their listener rules before its prefix paths (``sortIngressPaths`` in its
+    ``pkg/ingress/model_build_listener_rules.go``), and they are listed first as well, so these
+    match before the API's prefix would forward them and the servers never see them from
+    outside.
 
     ``vpc_cidr`` is the cluster's VPC
     (:attr:`~eks_inference.charts.context.RenderContext.vpc_cidr`), whose clients an endpoint

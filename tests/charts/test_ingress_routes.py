@@ -223,8 +223,8 @@ def matching_rules(rules: list[Rule], host: str, path: str) -> list[Rule]:
 
 def load_balancer(rules: list[Rule], host: str, path: str) -> Answer:
     matching = matching_rules(rules, host, path)
-    # A fixed response of an exact path comes before its Ingress's prefix path (the controller
-    # makes rules in the order of the paths); routes of different Ingresses never overlap.
+    # An exact path's rule comes before its Ingress's prefix paths (the controller's
+    # sortIngressPaths); routes of different Ingresses never overlap.
     fixed = [rule for rule in matching if rule.fixed_status is not None]
     if fixed:
         assert len({rule.ingress for rule in matching}) == 1, (host, path, matching)
