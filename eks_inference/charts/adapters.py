@@ -41,7 +41,7 @@ from eks_inference.charts.context import RenderContext
 from eks_inference.charts.mountpoint import MountpointVolume, cache_size_gib, deployment_volume
 from eks_inference.charts.pod import Json, claim_volume, mount
 from eks_inference.charts.weights_loaders import loader_of
-from eks_inference.specification.adapters_rules import adapter_cache_bytes
+from eks_inference.specification.adapters_rules import whole_adapter_bytes
 from eks_inference.specification.deployment import ModelDeploymentSpec
 
 ADAPTERS_ROLE = "adapters"
@@ -60,7 +60,7 @@ def adapters_volume(spec: ModelDeploymentSpec, context: RenderContext) -> Mountp
     adapters = spec.adapters
     if adapters is None:
         return None
-    whole = adapter_cache_bytes(spec) // adapters.cpu_loras
+    whole = whole_adapter_bytes(spec)
     return deployment_volume(
         spec,
         ADAPTERS_ROLE,

@@ -15,16 +15,21 @@ from eks_inference.specification.engines import engine_of
 from eks_inference.specification.validation import Problems
 
 
-def adapter_cache_bytes(spec: ModelDeploymentSpec) -> int:
-    """Host memory of the adapters vLLM keeps loaded (``max_cpu_loras``), at most: each
-    adapter whole (unsharded) at ``max_lora_rank`` on every module LoRA supports, the bound
-    of what an adapter of the deployment can hold. 0 without adapters."""
+def whole_adapter_bytes(spec: ModelDeploymentSpec) -> int:
+    """The most one adapter of ``spec`` holds, whole (unsharded): ``max_lora_rank`` on every
+    module LoRA supports. 0 without adapters."""
     adapters = spec.adapters
     arch = spec.model.architecture
     if adapters is None or arch.intermediate_size is None:
         return 0
-    whole = sizing.lora_slot_bytes(arch, spec.instance, 1, adapters.max_lora_rank)
-    return adapters.cpu_loras * whole
+    return sizing.lora_slot_bytes(arch, spec.instance, 1, adapters.max_lora_rank)
+
+
+def adapter_cache_bytes(spec: ModelDeploymentSpec) -> int:
+    """Host memory of the adapters vLLM keeps loaded (``max_cpu_loras``), at most
+    (:func:`whole_adapter_bytes` each). 0 without adapters."""
+    adapters = spec.adapters
+    return 0 if adapters is None else adapters.cpu_loras * whole_adapter_bytes(spec)
 
 
 def check_adapters(spec: ModelDeploymentSpec, problems: Problems) -> None:
@@ -107,7 +112,7 @@ def _check_cpu_cache(spec: ModelDeploymentSpec, problems: Problems) -> None:
     cache = sizing.gib(adapter_cache_bytes(spec))
     if cache <= room:
         return
-    whole = cache / adapters.cpu_loras
+    whole = sizing.gib(whole_adapter_bytes(spec))
     most = int(room // whole) if room > 0 else 0
     fix = (
         f"max_cpu_loras <= {most}"
