@@ -164,6 +164,15 @@ VLLM_METRICS = (
     VLLM_GENERATION_TOKENS,
     VLLM_PREEMPTIONS,
 )
+# With LoRA adapters (GPU vLLM 0.29.0, only when --enable-lora): one series per combination of
+# adapters running and waiting (each label a comma-joined list of adapter names) and max_lora,
+# set to the time it was last seen; the series of the latest time is the current state.
+VLLM_LORA_REQUESTS_INFO = Metric(
+    "vllm:lora_requests_info",
+    Kind.GAUGE,
+    VLLM,
+    "adapters with requests running and waiting (labels), as of the time it holds",
+)
 # Names vLLM no longer emits at the pinned versions; a query on them would read nothing.
 # gpu_cache_usage_perc was renamed kv_cache_usage_perc (deprecated in 0.9, removed later);
 # time_per_output_token_seconds became inter_token_latency_seconds.
@@ -393,6 +402,7 @@ KNATIVE_METRICS = (
 
 ALL_METRICS: tuple[Metric, ...] = (
     *VLLM_METRICS,
+    VLLM_LORA_REQUESTS_INFO,
     *RAY_VLLM_METRICS,
     *SERVE_METRICS,
     *DCGM_METRICS,

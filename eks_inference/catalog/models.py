@@ -33,6 +33,11 @@ class ModelArchitecture(BaseModel):
     num_kv_heads: _Dimension
     head_dim: _Dimension | None = None
     vocab_size: _Dimension
+    intermediate_size: _Dimension | None = Field(
+        default=None,
+        description="Width of the MLP (config.json's intermediate_size); sizes LoRA adapter "
+        "slots, which vLLM allocates for the MLP projections too.",
+    )
     num_parameters: _Parameters = Field(description="Total parameter count.")
     max_position_embeddings: PositiveInt = Field(
         description="Longest context the model supports, in tokens: config.json's "
@@ -96,6 +101,7 @@ MODELS: dict[str, CatalogModel] = {
             num_attention_heads=32,
             num_kv_heads=8,
             vocab_size=128256,
+            intermediate_size=14336,
             num_parameters=8_030_261_248,
             max_position_embeddings=8192,
         ),
@@ -109,6 +115,7 @@ MODELS: dict[str, CatalogModel] = {
             num_attention_heads=64,
             num_kv_heads=8,
             vocab_size=128256,
+            intermediate_size=28672,
             num_parameters=70_553_706_496,
             # rope_scaling of type llama3 is built into the 131072; vLLM does not scale it.
             max_position_embeddings=131072,
@@ -123,6 +130,7 @@ MODELS: dict[str, CatalogModel] = {
             num_attention_heads=32,
             num_kv_heads=8,
             vocab_size=32000,
+            intermediate_size=14336,
             num_parameters=7_241_732_096,
             # v0.1 attends over a 4096-token sliding window; vLLM caps max_model_len at the
             # window only with --disable-sliding-window, which the charts never pass.
@@ -138,6 +146,7 @@ MODELS: dict[str, CatalogModel] = {
             num_attention_heads=28,
             num_kv_heads=4,
             vocab_size=152064,
+            intermediate_size=18944,
             num_parameters=7_615_616_512,
             # 131072 only with YaRN rope_scaling added to config.json; the published config
             # has none.
@@ -154,6 +163,7 @@ MODELS: dict[str, CatalogModel] = {
             num_kv_heads=8,
             head_dim=256,
             vocab_size=256000,
+            intermediate_size=14336,
             num_parameters=9_241_705_984,
             max_position_embeddings=8192,
         ),

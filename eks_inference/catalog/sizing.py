@@ -126,10 +126,19 @@ class MemoryFit:
     kv_cache_bytes: int
     capacity_bytes: int
     group_memory_bytes: int
+    #: LoRA adapter slots (:func:`lora_slot_bytes` times the slots), allocated with the weights.
+    adapter_bytes: int = 0
 
     @property
     def required_bytes(self) -> int:
-        return self.weight_bytes + self.padding_bytes + self.kv_cache_bytes
+        return self.weight_bytes + self.padding_bytes + self.adapter_bytes + self.kv_cache_bytes
+
+    @property
+    def kv_room_bytes(self) -> int:
+        """Usable memory left for the KV cache once the weights and adapter slots are in."""
+        return max(
+            self.capacity_bytes - self.weight_bytes - self.padding_bytes - self.adapter_bytes, 0
+        )
 
     @property
     def fits(self) -> bool:
@@ -147,7 +156,10 @@ def memory_fit(
     max_model_len: int,
     max_num_seqs: int,
     gpu_memory_utilization: float = 0.9,
+    adapter_bytes: int = 0,
 ) -> MemoryFit:
+    """Weights, ``adapter_bytes`` of LoRA slots and the worst-case KV cache against the usable
+    memory of one tensor-parallel group."""
     group = tensor_parallel_size * instance.memory_per_core_bytes
     heads = sharded_heads(model, instance, tensor_parallel_size)
     return MemoryFit(
@@ -156,6 +168,7 @@ def memory_fit(
         kv_cache_bytes=kv_cache_bytes(model, max_model_len, max_num_seqs, heads.kv_heads),
         capacity_bytes=int(group * usable_memory_fraction(instance, gpu_memory_utilization)),
         group_memory_bytes=group,
+        adapter_bytes=adapter_bytes,
     )
 
 
@@ -165,13 +178,57 @@ def max_num_seqs_that_fit(
     tensor_parallel_size: int,
     max_model_len: int,
     gpu_memory_utilization: float = 0.9,
+    adapter_bytes: int = 0,
 ) -> int:
-    """The largest batch whose worst-case KV cache still fits beside the weights (0 if none)."""
+    """The largest batch whose worst-case KV cache still fits beside the weights and
+    ``adapter_bytes`` of LoRA slots (0 if none)."""
     fit = memory_fit(
-        model, instance, tensor_parallel_size, max_model_len, 1, gpu_memory_utilization
+        model,
+        instance,
+        tensor_parallel_size,
+        max_model_len,
+        1,
+        gpu_memory_utilization,
+        adapter_bytes,
     )
-    free = fit.capacity_bytes - fit.weight_bytes - fit.padding_bytes
-    return max(free // fit.kv_cache_bytes, 0)
+    return fit.kv_room_bytes // fit.kv_cache_bytes
+
+
+def lora_slot_bytes(
+    model: ModelArchitecture, instance: InstanceType, tensor_parallel_size: int, rank: int
+) -> int:
+    """GPU memory of one LoRA adapter slot of ``rank`` over a tensor-parallel group.
+
+    vLLM allocates every slot up front, at the largest rank (``--max-lora-rank``) and the
+    model's dtype, for every module of the model that LoRA supports, whatever the adapters
+    target: read at vLLM 0.29.0, ``vllm/lora/model_manager.py`` (``_create_lora_modules`` wraps
+    every supported module, ``get_supported_lora_modules`` in ``vllm/lora/utils.py`` lists the
+    linear layers and the embedding modules) and ``create_lora_weights`` of the layers in
+    ``vllm/lora/layers/``. A slot holds A (rank x input) and B (output x rank) of each:
+
+    - column-parallel projections (the merged ``qkv_proj`` and ``gate_up_proj``): A of the
+      whole hidden size on every rank, per slice (q, k, v; gate, up); B of the rank's share
+      of the output (KV heads replicated as :func:`sharded_heads` lays them out);
+    - row-parallel projections (``o_proj``, ``down_proj``): A of the rank's share of the
+      input; B of the whole hidden size on every rank;
+    - the embeddings (``embed_tokens``: A vocabulary x rank, B hidden x rank) and the LM head
+      (``lm_head``: A rank x hidden, B vocabulary x rank), whole on every rank.
+
+    ``intermediate_size`` must be known (the catalog's models give it).
+    """
+    if model.intermediate_size is None:
+        raise ValueError("sizing LoRA slots needs the model's intermediate_size")
+    tp = tensor_parallel_size
+    hidden, inner, vocab = model.hidden_size, model.intermediate_size, model.vocab_size
+    heads = sharded_heads(model, instance, tp)
+    head_dim = model.effective_head_dim
+    qkv = tp * 3 * hidden + head_dim * (heads.attention_heads + 2 * heads.kv_heads)
+    output = head_dim * heads.attention_heads + tp * hidden
+    gate_up = tp * 2 * hidden + 2 * inner
+    down = inner + tp * hidden
+    per_layer = qkv + output + gate_up + down
+    embeddings = tp * 2 * (vocab + hidden)
+    return rank * (model.num_layers * per_layer + embeddings) * model.bytes_per_element
 
 
 def accelerator_units(instance: InstanceType, count: int) -> str:

@@ -90,6 +90,10 @@ UNHEALTHY_THRESHOLD = 2
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 HTTPS_PORT = 443
 HTTP_PORT = 80
+# The action of a route's blocked paths: the load balancer answers them itself, as it answers
+# every path no rule forwards. A backend naming an action takes this port name.
+NOT_FOUND_ACTION = "not-found"
+USE_ANNOTATION_PORT = "use-annotation"
 
 # The External Secrets Operator's API and the custom resources the API-key chart creates.
 EXTERNAL_SECRETS_API_VERSION = "external-secrets.io/v1"
@@ -186,8 +190,29 @@ def host_header_transform(host: str) -> dict[str, Any]:
     }
 
 
+def not_found_action() -> dict[str, Any]:
+    """A fixed 404 in OpenAI's error shape, the answer of a route's blocked paths."""
+    body = {"error": {"message": "not found", "type": "invalid_request_error", "code": 404}}
+    return {
+        "type": "fixed-response",
+        "fixedResponseConfig": {
+            "contentType": "application/json",
+            "statusCode": "404",
+            "messageBody": json.dumps(body, separators=(",", ":")),
+        },
+    }
+
+
 def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str, Any]:
     """The Ingress of ``spec`` on ``route``'s load balancer: a path per API of the route.
+
+    A route's :attr:`~eks_inference.specification.routes.Route.blocked_paths` (the runtime
+    adapter endpoints of servers that find adapters on demand) come first, each an ``Exact``
+    path to the fixed-404 action :data:`NOT_FOUND_ACTION`: the controller gives an Ingress's
+    exact paths their listener rules before its prefix paths (``sortIngressPaths`` in its
+    ``pkg/ingress/model_build_listener_rules.go``), and they are listed first as well, so these
+    match before the API's prefix would forward them and the servers never see them from
+    outside.
 
     ``vpc_cidr`` is the cluster's VPC
     (:attr:`~eks_inference.charts.context.RenderContext.vpc_cidr`), whose clients an endpoint
@@ -204,9 +229,24 @@ def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str,
         annotations[f"{ALB_ANNOTATION_PREFIX}transforms.{target.service}"] = json.dumps(
             transforms, separators=(",", ":")
         )
+    blocked = [
+        {
+            "path": f"{route.path or ''}{path}",
+            "pathType": "Exact",
+            "backend": {
+                "service": {"name": NOT_FOUND_ACTION, "port": {"name": USE_ANNOTATION_PORT}}
+            },
+        }
+        for path in route.blocked_paths
+    ]
+    if blocked:
+        annotations[f"{ALB_ANNOTATION_PREFIX}actions.{NOT_FOUND_ACTION}"] = json.dumps(
+            not_found_action(), separators=(",", ":")
+        )
     rule: dict[str, Any] = {
         "http": {
-            "paths": [
+            "paths": blocked
+            + [
                 {
                     "path": f"{route.path or ''}{api_path}",
                     "pathType": "Prefix",

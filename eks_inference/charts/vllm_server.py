@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eks_inference import metrics
-from eks_inference.charts import kv_offload, pod
+from eks_inference.charts import adapters, kv_offload, pod
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.model_server import OPENAI_PORT, compiled_artifacts_path
 from eks_inference.charts.weights_loaders import loader_of
@@ -61,7 +61,8 @@ def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str
     (:func:`~eks_inference.charts.weights_loaders.loader_of`): read from ``s3://<bucket>/<prefix>``
     by
     the Run:ai streamer, or from the Mountpoint volume at ``/mnt/model``; clients name it by
-    its Hugging Face id. The loader's own flags follow the engine's, then LMCache's with
+    its Hugging Face id. The loader's own flags follow the engine's, then the LoRA adapters'
+    with ``adapters`` (:mod:`eks_inference.charts.adapters`), then LMCache's with
     ``kv_cache`` (:mod:`eks_inference.charts.kv_offload`).
 
     On Neuron the compiled graph fixes the batch (``max_num_seqs``) and the plugin forces the
@@ -104,6 +105,7 @@ def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str
     return [
         *args,
         *loader.server_args(spec),
+        *adapters.server_args(spec),
         *kv_offload.server_args(spec),
         "--host",
         "0.0.0.0",
@@ -209,6 +211,7 @@ def server_environment(spec: ModelDeploymentSpec, context: RenderContext) -> dic
     }
     env.update(loader_of(spec).environment(spec, region=context.region))
     env.update(kv_offload.environment(spec))
+    env.update(adapters.environment(spec))
     if spec.on_neuron:
         env["NEURON_RT_NUM_CORES"] = str(spec.tensor_parallel_size)
         env["NEURON_COMPILED_ARTIFACTS"] = compiled_artifacts_path(spec)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from eks_inference.catalog.spot_prices import SPOT_PRICES_DATE
+from eks_inference.cli.plan_adapters import ADAPTER_NUMERIC
 from eks_inference.metrics import metric_names
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ NUMERIC = {
     "GiB",
     "tokens of KV",
     *SCALE_TO_ZERO_HEADERS[2:],
+    *ADAPTER_NUMERIC,
 }
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from eks_inference.cli.plan_adapters import ADAPTER_HEADERS, adapter_rows
 from eks_inference.cli.plan_cells import (
     BOUND_NOTE,
     COLD_START_HEADERS,
@@ -87,6 +88,12 @@ def platform_tables(plan: PlatformPlan) -> list[Table]:
             for row in kv_tier_rows(d):
                 tiers.add_row(*row)
         tables.append(tiers)
+    adapted = [row for d in plan.deployments for row in adapter_rows(d)]
+    if adapted:
+        slots = _table("LoRA adapter slots (per replica)", ADAPTER_HEADERS)
+        for row in adapted:
+            slots.add_row(*row)
+        tables.append(slots)
     if plan.warnings:
         warnings = Table(title="Warnings", title_justify="left", show_header=False)
         warnings.add_column("", overflow="fold", style="yellow")
@@ -157,6 +164,13 @@ def _kv_tier_markdown(plan: PlatformPlan) -> list[str]:
     return ["## KV cache tiers (per replica)", "", *_markdown_table(KV_TIER_HEADERS, rows), ""]
 
 
+def _adapter_markdown(plan: PlatformPlan) -> list[str]:
+    rows = [row for d in plan.deployments for row in adapter_rows(d)]
+    if not rows:
+        return []
+    return ["## LoRA adapter slots (per replica)", "", *_markdown_table(ADAPTER_HEADERS, rows), ""]
+
+
 def _scale_to_zero_markdown(plan: PlatformPlan) -> list[str]:
     rows = [row for d in plan.deployments for row in scale_to_zero_rows(d)]
     if not rows:
@@ -201,6 +215,7 @@ def platform_markdown(plan: PlatformPlan, source: str) -> str:
         ),
         "",
         *_kv_tier_markdown(plan),
+        *_adapter_markdown(plan),
         *_scale_to_zero_markdown(plan),
         *(f"**Warning**: {warning}" + "\n" for warning in plan.warnings),
         BOUND_NOTE,

@@ -61,6 +61,10 @@ def preflight(
     )
     results = checks.run_preflight(spec, clients, deployments=selected, zones=zones)
     console.stdout().print(preflight_table(results))
+    # An adapter that does not fit its deployment is bad input, as a spec error would be.
+    refused = [r for r in results if r.failed and r.check == checks.ADAPTER_CONFIG_CHECK]
+    if refused:
+        raise BadInput("; ".join(f"deployment {r.scope}: {r.detail}" for r in refused))
     failed = [r for r in results if r.failed]
     if failed:
         raise CommandFailed(f"{len(failed)} of {len(results)} preflight checks failed")

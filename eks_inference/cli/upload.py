@@ -33,13 +33,26 @@ class UploadKind(StrEnum):
 
     weights = "weights"
     artifacts = "artifacts"
+    adapter = "adapter"
 
 
 def upload(
-    local_dir: Annotated[Path, typer.Argument(help="Directory of weights or compiled artifacts.")],
-    uri: Annotated[str, typer.Argument(help="Destination s3://BUCKET/PREFIX/ (trailing '/').")],
+    local_dir: Annotated[
+        Path, typer.Argument(help="Directory of weights, compiled artifacts or a LoRA adapter.")
+    ],
+    uri: Annotated[
+        str,
+        typer.Argument(
+            help="Destination s3://BUCKET/PREFIX/ (trailing '/'); an adapter goes to "
+            "<adapters.prefix><name>/, its folder under the deployment's adapters prefix."
+        ),
+    ],
     kind: Annotated[
-        UploadKind, typer.Option(help="weights (a Hugging Face model dir) or artifacts.")
+        UploadKind,
+        typer.Option(
+            help="weights (a Hugging Face model dir), artifacts, or adapter (a PEFT adapter "
+            "dir with adapter_config.json)."
+        ),
     ] = UploadKind.weights,
     overwrite: Annotated[
         bool, typer.Option(help="Replace objects that differ from the local files.")

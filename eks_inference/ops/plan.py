@@ -24,6 +24,7 @@ from eks_inference.catalog.spot_prices import SCARCE_SPOT_FAMILIES, SPOT_PRICES
 from eks_inference.observability.signals import Watch, signals_of
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.scale_to_zero import DEFAULT_IDLE_HOURS, ScaleToZero, scale_to_zero
+from eks_inference.specification.adapters_rules import adapter_cache_bytes
 from eks_inference.specification.cold_start import (
     ColdStart,
     Recommendation,
@@ -98,13 +99,15 @@ def plan_configuration(
     measured_tokens_per_second: float | None = None,
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     price_source: PriceSource | None = None,
+    adapter_bytes: int = 0,
 ) -> ConfigurationPlan:
     """Size one configuration. ``tensor_parallel_size`` must be usable (see above).
 
     The cost per million tokens uses ``measured_tokens_per_second`` when given (a benchmark of
     one node), otherwise the decode bound, and the catalog price unless ``price_per_hour``
-    (whose origin ``price_source`` names; default ``given``). Raises :class:`BadInput` when
-    ``max_model_len`` exceeds the model's context.
+    (whose origin ``price_source`` names; default ``given``). ``adapter_bytes`` of LoRA slots
+    are part of the fit, as the weights are. Raises :class:`BadInput` when ``max_model_len``
+    exceeds the model's context.
     """
     _require_supported_context(model, max_model_len)
     fit = sizing.memory_fit(
@@ -114,6 +117,7 @@ def plan_configuration(
         max_model_len,
         max_num_seqs,
         gpu_memory_utilization,
+        adapter_bytes,
     )
     bound = sizing.decode_tokens_per_second_bound(
         model, instance, tensor_parallel_size, max_model_len, max_num_seqs
@@ -223,7 +227,7 @@ def kv_tiers(spec: ModelDeploymentSpec) -> tuple[KvTier, ...]:
         return ()
     arch, instance, tp = spec.model.architecture, spec.instance, spec.tensor_parallel_size
     fit = spec.memory_fit
-    gpu_bytes = max(fit.capacity_bytes - fit.weight_bytes - fit.padding_bytes, 0)
+    gpu_bytes = fit.kv_room_bytes
     per_token = sizing.kv_cache_bytes_per_token(
         arch, sizing.sharded_heads(arch, instance, tp).kv_heads
     )
@@ -235,6 +239,48 @@ def kv_tiers(spec: ModelDeploymentSpec) -> tuple[KvTier, ...]:
         tokens = sizing.kv_tier_tokens(arch, instance, tp, offload.disk_gib)
         tiers.append(KvTier("disk", offload.disk_gib, tokens))
     return tuple(tiers)
+
+
+@dataclass(frozen=True)
+class AdapterSlots:
+    """A replica's LoRA adapter slots: how many, at which rank, the GPU memory they take out of
+    the KV cache's room, and the tokens of KV left and lost; the adapters kept in host memory
+    and the most they take there."""
+
+    adapters: int
+    slots: int
+    max_lora_rank: int
+    gib: float
+    kv_tokens: int
+    kv_tokens_cost: int
+    cpu_loras: int
+    cpu_gib: float
+
+
+def adapter_slots(spec: ModelDeploymentSpec) -> AdapterSlots | None:
+    """The adapter slots of ``spec`` (``None`` without adapters): the KV tokens are those
+    of the room :attr:`~eks_inference.catalog.sizing.MemoryFit.kv_room_bytes` leaves once
+    the slots are in, and their cost what the slots take."""
+    adapters = spec.adapters
+    if adapters is None:
+        return None
+    arch, instance, tp = spec.model.architecture, spec.instance, spec.tensor_parallel_size
+    fit = spec.memory_fit
+    per_token = sizing.kv_cache_bytes_per_token(
+        arch, sizing.sharded_heads(arch, instance, tp).kv_heads
+    )
+    left = fit.kv_room_bytes // per_token
+    without = (fit.kv_room_bytes + fit.adapter_bytes) // per_token
+    return AdapterSlots(
+        adapters=len(adapters.names),
+        slots=adapters.max_loras,
+        max_lora_rank=adapters.max_lora_rank,
+        gib=sizing.gib(fit.adapter_bytes),
+        kv_tokens=left,
+        kv_tokens_cost=without - left,
+        cpu_loras=adapters.cpu_loras,
+        cpu_gib=sizing.gib(adapter_cache_bytes(spec)),
+    )
 
 
 @dataclass(frozen=True)
@@ -250,6 +296,8 @@ class DeploymentPlan:
     watch: tuple[Watch, ...] = ()
     # Per replica, with kv_cache: the KV cache's tiers and the tokens each holds.
     kv_tiers: tuple[KvTier, ...] = ()
+    # Per replica, with adapters: the LoRA slots and the KV tokens they cost.
+    adapters: AdapterSlots | None = None
     # How long a replica takes from a new node to serving with its loader, with every loader
     # its engine supports there, and the loader the design documents' rule recommends.
     cold_start: ColdStart | None = None
@@ -281,6 +329,7 @@ class DeploymentPlan:
             **self.configuration.as_json(),
             "watch": [asdict(w) for w in self.watch],
             "kv_tiers": [asdict(t) for t in self.kv_tiers],
+            "adapters": asdict(self.adapters) if self.adapters else None,
             "cold_start": self.cold_start.as_json() if self.cold_start else None,
             "cold_start_by_loader": [c.as_json() for c in self.cold_starts],
             "recommended_loader": asdict(self.recommendation) if self.recommendation else None,
@@ -447,11 +496,13 @@ def plan_deployment(
             gpu_memory_utilization=spec.limits.gpu_memory_utilization,
             price_per_hour=None if price is None else price.per_hour,
             price_source=None if price is None else price.source,
+            adapter_bytes=spec.adapter_bytes,
         ),
         nodes_min=sizing.nodes_needed(spec.scaling.min_replicas, per_node),
         nodes_max=sizing.nodes_needed(spec.scaling.max_replicas, per_node),
         watch=signals_of(spec).watch_list(),
         kv_tiers=kv_tiers(spec),
+        adapters=adapter_slots(spec),
         cold_start=own_cold_start,
         cold_starts=cold_starts(spec),
         recommendation=recommended_loader(spec),

@@ -1,8 +1,10 @@
 """``preflight``: is the account ready for the platform? Every check is one pass/fail row.
 
 Per deployment: its weights are complete under ``weights.prefix`` (the upload manifest is there
-and every object it lists exists with its size), and a Neuron deployment that may not compile
-at start-up finds a completed compile at exactly the prefix serving reads. Per account: the
+and every object it lists exists with its size), a Neuron deployment that may not compile
+at start-up finds a completed compile at exactly the prefix serving reads, and each LoRA
+adapter's ``adapter_config.json`` is there and fits the deployment
+(:mod:`eks_inference.ops.adapter_configs`). Per account: the
 model bucket exists, the region offers each node pool's instance types in the cluster's zones,
 and the EC2 vCPU quotas cover every pool at its ``max_size``. A failing row names exactly what
 is missing. Region-wide checks always cover every node pool, since the cluster creates them all.
@@ -18,6 +20,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from eks_inference.catalog import INSTANCE_TYPES
+from eks_inference.ops.adapter_configs import check_adapter_configs
 from eks_inference.ops.aws.errors import (
     describe_error,
     error_code,
@@ -376,6 +379,35 @@ def check_quotas(service_quotas: Any, pools: Sequence[NodePool]) -> list[Check]:
     return checks
 
 
+#: The row of adapters whose config does not fit their deployment: bad input, not a missing
+#: upload (the command exits 2 with its one line).
+ADAPTER_CONFIG_CHECK = "adapter configs"
+
+
+def check_adapters(s3: Any, bucket: str, spec: ModelDeploymentSpec) -> list[Check]:
+    """With ``adapters``: every adapter's folder holds an ``adapter_config.json`` (row
+    ``adapters``), and each config fits the deployment (row :data:`ADAPTER_CONFIG_CHECK`;
+    :mod:`eks_inference.ops.adapter_configs`)."""
+    if spec.adapters is None:
+        return []
+    found = check_adapter_configs(s3, bucket, spec)
+    prefix = f"s3://{bucket}/{spec.adapters.prefix}"
+    present = Check(
+        spec.name,
+        "adapters",
+        "FAIL" if found.missing else "PASS",
+        "; ".join(found.missing) or f"{prefix}: {plural(len(found.checked), 'adapter')}",
+    )
+    read = len(found.checked) - len(found.missing)
+    fitting = Check(
+        spec.name,
+        ADAPTER_CONFIG_CHECK,
+        "FAIL" if found.refused else "PASS",
+        "; ".join(found.refused) or f"{plural(read, 'config')} fit the deployment",
+    )
+    return [present, fitting]
+
+
 def run_preflight(
     platform: PlatformSpec,
     clients: PreflightClients,
@@ -393,6 +425,7 @@ def run_preflight(
             artifacts = check_artifacts(clients.s3, bucket, spec)
             if artifacts is not None:
                 checks.append(artifacts)
+            checks += check_adapters(clients.s3, bucket, spec)
             continue
         needs = f"not checked: bucket {bucket} is not available"
         checks.append(Check(spec.name, "weights", "FAIL", needs))

@@ -77,6 +77,9 @@ class ServedModel:
     id: str
     owned_by: str | None
     max_model_len: int | None
+    #: The base model of a LoRA adapter (vLLM lists each adapter with its ``parent``);
+    #: ``None`` for a base model.
+    parent: str | None = None
 
 
 def models_endpoint(base_url: str) -> Endpoint:
@@ -376,6 +379,11 @@ def _parse_models(endpoint: Endpoint, body: bytes, secrets: tuple[str, ...]) -> 
                 model["max_model_len"]
                 if isinstance(model.get("max_model_len"), int)
                 and not isinstance(model.get("max_model_len"), bool)
+                else None
+            ),
+            parent=(
+                quote_external(model["parent"], secrets=secrets)
+                if isinstance(model.get("parent"), str)
                 else None
             ),
         )

@@ -118,6 +118,30 @@ class ReadsVolumesAs(Capability):
 
 
 @dataclass(frozen=True)
+class ServesAdapters(Capability):
+    """The engine serves LoRA adapters of the base model beside it (``adapters``), on the
+    accelerators given, by name through the OpenAI API.
+
+    ``target_modules`` are the module names (as PEFT writes them in an adapter's
+    ``adapter_config.json``) that the engine applies adapters to for a spec's model; preflight
+    refuses an adapter that targets another. ``runtime_paths`` are the server paths under the
+    OpenAI API that load or unload adapters at run time, registered for a spec that finds
+    adapters on demand: the platform's load balancer answers them with a 404 itself.
+    ``on_demand_base_model`` is the base model an adapter found on demand must name in its
+    config for a spec (what the engine compares it with), or ``None`` when the engine cannot
+    find adapters on demand for that spec.
+    """
+
+    accelerators: frozenset[Accelerator]
+    target_modules: Callable[[ModelDeploymentSpec], frozenset[str]]
+    runtime_paths: Callable[[ModelDeploymentSpec], tuple[str, ...]]
+    on_demand_base_model: Callable[[ModelDeploymentSpec], str | None]
+
+    def serves(self, spec: ModelDeploymentSpec) -> bool:
+        return spec.accelerator in self.accelerators
+
+
+@dataclass(frozen=True)
 class FieldNeed:
     """A spec field that only an engine with ``capability`` can honour.
 
@@ -168,5 +192,12 @@ FIELD_NEEDS: tuple[FieldNeed, ...] = (
         lambda spec: spec.disaggregation is not None,
         "serve prefill and decode on separate workers",
         "remove disaggregation",
+    ),
+    FieldNeed(
+        ("adapters",),
+        ServesAdapters,
+        lambda spec: spec.adapters is not None,
+        "serve LoRA adapters",
+        "remove adapters (serve each fine-tune as a deployment of its own)",
     ),
 )

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from eks_inference.catalog import Accelerator
 from eks_inference.specification.artifacts import artifact_prefix
-from eks_inference.specification.capabilities import ServesModelRepository
+from eks_inference.specification.capabilities import ServesAdapters, ServesModelRepository
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint
 from eks_inference.specification.engines import engine_of
@@ -219,7 +219,9 @@ def mounted_prefixes(deployments: Iterable[ModelDeploymentSpec]) -> list[str]:
     """The bucket prefixes the Mountpoint driver is granted, in grant order, each once: the
     weights of deployments loading through Mountpoint, compiled Neuron artifacts, and what
     else an engine with a model repository mounts
-    (:class:`~eks_inference.specification.capabilities.ServesModelRepository`)."""
+    (:class:`~eks_inference.specification.capabilities.ServesModelRepository`), and the
+    prefix of LoRA adapters an engine serves
+    (:class:`~eks_inference.specification.capabilities.ServesAdapters`)."""
     prefixes: dict[str, None] = {}
     for spec in deployments:
         if spec.weights.loader == "mountpoint":
@@ -229,6 +231,8 @@ def mounted_prefixes(deployments: Iterable[ModelDeploymentSpec]) -> list[str]:
         repository = engine_of(spec).capability(ServesModelRepository)
         for prefix in repository.mounted_prefixes(spec) if repository is not None else ():
             prefixes.setdefault(prefix)
+        if spec.adapters is not None and engine_of(spec).serves(ServesAdapters, spec):
+            prefixes.setdefault(spec.adapters.prefix)
     return list(prefixes)
 
 

@@ -34,6 +34,7 @@ from eks_inference.catalog import (
     sizing,
 )
 from eks_inference.specification import engine_registry
+from eks_inference.specification.adapters import Adapters
 from eks_inference.specification.aws_types import KeyPrefix
 from eks_inference.specification.endpoints import DeploymentEndpoint
 from eks_inference.specification.engine_registry import EngineName, EngineOptions, options_by_engine
@@ -269,6 +270,11 @@ class ModelDeploymentSpec(SpecModel):
         default=None,
         description="Prefill and decode workers apart (engine: dynamo); absent: aggregated.",
     )
+    adapters: Adapters | None = Field(
+        default=None,
+        description="LoRA adapters of the model served beside it, from a bucket prefix "
+        "(engines with adapters: vllm and kserve on GPUs); absent: the base model only.",
+    )
 
     @property
     def instance(self) -> InstanceType:
@@ -341,6 +347,22 @@ class ModelDeploymentSpec(SpecModel):
             self.limits.max_model_len,
             self.limits.max_num_seqs,
             self.limits.gpu_memory_utilization,
+            self.adapter_bytes,
+        )
+
+    @property
+    def adapter_bytes(self) -> int:
+        """GPU memory of the adapter slots over a tensor-parallel group (0 without adapters):
+        ``max_loras`` slots of ``max_lora_rank``
+        (:func:`~eks_inference.catalog.sizing.lora_slot_bytes`)."""
+        adapters = self.adapters
+        if adapters is None or self.model.architecture.intermediate_size is None:
+            return 0
+        return adapters.max_loras * sizing.lora_slot_bytes(
+            self.model.architecture,
+            self.instance,
+            self.tensor_parallel_size,
+            adapters.max_lora_rank,
         )
 
     @model_validator(mode="wrap")

@@ -20,6 +20,7 @@ from eks_inference.catalog import (
     InstanceType,
     sizing,
 )
+from eks_inference.specification.adapters_rules import check_adapters
 from eks_inference.specification.deployment import DEPLOYMENT_RULES, Limits, ModelDeploymentSpec
 from eks_inference.specification.engine_rules import (
     FIELD_NEED_RULES,
@@ -106,7 +107,15 @@ def _check_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
         spec.tensor_parallel_size,
         limits.max_model_len,
         limits.gpu_memory_utilization,
+        spec.adapter_bytes,
     )
+    room_without_adapters = fit.capacity_bytes - fit.weight_bytes - fit.padding_bytes
+    if (
+        not seqs
+        and fit.adapter_bytes
+        and room_without_adapters >= fit.kv_cache_bytes // limits.max_num_seqs
+    ):
+        return  # the adapter slots leave no KV cache: the adapters' rule says so
     fixes = []
     if larger:
         fixes.append(f"tensor_parallel_size {larger[0]}")
@@ -119,6 +128,8 @@ def _check_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
         if fit.padding_bytes
         else ""
     )
+    if fit.adapter_bytes:
+        padding += f" + {sizing.gib(fit.adapter_bytes):.2f} GiB of adapter slots"
     problems.add(
         ("tensor_parallel_size",),
         f"weights ({sizing.gib(fit.weight_bytes):.1f} GiB{padding}) plus KV cache for "
@@ -223,7 +234,7 @@ _LIMITS_SIZED = "limits.max_model_len limits.max_num_seqs limits.gpu_memory_util
 _RULES = (
     _rule("engine instance_type", supported_accelerator_problem),
     _rule("model limits.max_model_len", _check_context_length),
-    _rule(f"model instance_type tensor_parallel_size {_LIMITS_SIZED}", _check_fit),
+    _rule(f"model instance_type tensor_parallel_size {_LIMITS_SIZED} adapters", _check_fit),
     _rule("weights.loader engine instance_type", supported_loader_problem),
     _rule("weights.loader model", image_size_problem),
     _rule("weights.cache_gib instance_type", mountpoint_cache_problem),
@@ -242,6 +253,11 @@ _RULES = (
         _check_poor_compile_architecture,
     ),
     _rule("kv_cache engine instance_type model tensor_parallel_size", check_kv_cache),
+    _rule(
+        "adapters engine instance_type model tensor_parallel_size kv_cache weights.loader "
+        + _LIMITS_SIZED,
+        check_adapters,
+    ),
     *FIELD_NEED_RULES,
 )
 

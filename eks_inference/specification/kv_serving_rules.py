@@ -9,7 +9,10 @@ the capability rule reports).
 
 from __future__ import annotations
 
+import math
+
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType, sizing
+from eks_inference.specification.adapters_rules import adapter_cache_bytes
 from eks_inference.specification.capabilities import OffloadsKvCache
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engines import engine_of
@@ -19,11 +22,14 @@ from eks_inference.specification.validation import Problems
 
 def replica_memory_mib(spec: ModelDeploymentSpec) -> int:
     """Memory a model server's pod requests: the node's share of a replica, or, with a CPU KV
-    tier, what the server needs plus the tier (less than the share; the rest stays free)."""
+    tier, what the server needs plus the tier and the LoRA adapters kept in host memory (less
+    than the share; the rest stays free)."""
     share = sizing.pod_resources(spec.instance, spec.replicas_per_node).memory_mib
     if spec.kv_cache is None:
         return share
-    return (sizing.server_host_memory_gib(spec.model.architecture) + spec.kv_cache.cpu_gib) * 1024
+    adapters_mib = math.ceil(adapter_cache_bytes(spec) / 2**20)
+    server_gib = sizing.server_host_memory_gib(spec.model.architecture)
+    return (server_gib + spec.kv_cache.cpu_gib) * 1024 + adapters_mib
 
 
 def check_kv_cache(spec: ModelDeploymentSpec, problems: Problems) -> None:

@@ -30,7 +30,11 @@ from dataclasses import dataclass
 from eks_inference.catalog import sizing
 from eks_inference.names import VPC_CIDR
 from eks_inference.specification import startup_budget as load_budget
-from eks_inference.specification.capabilities import ServesExtraApiPaths, ServesModelRepository
+from eks_inference.specification.capabilities import (
+    ServesAdapters,
+    ServesExtraApiPaths,
+    ServesModelRepository,
+)
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint, Scheme, TrafficSplit
 from eks_inference.specification.engines import OPENAI_API_PATH, engine_of
@@ -85,6 +89,9 @@ class Route:
     idle_timeout_seconds: int
     api_key: bool
     api_paths: tuple[str, ...]
+    #: Server paths below ``api_paths`` the load balancer answers with a fixed 404 itself
+    #: (:func:`blocked_paths`), each a listener rule of its own.
+    blocked_paths: tuple[str, ...] = ()
 
     @property
     def protocol(self) -> str:
@@ -93,8 +100,9 @@ class Route:
 
     @property
     def listener_rules(self) -> int:
-        """The load balancer's listener rules the route takes: one per API path."""
-        return len(self.api_paths)
+        """The load balancer's listener rules the route takes: one per API path, and one per
+        blocked path."""
+        return len(self.api_paths) + len(self.blocked_paths)
 
     @property
     def target_groups(self) -> int:
@@ -278,6 +286,7 @@ def resolve_routes(
             idle_timeout_seconds=idle_timeout,
             api_key=endpoint.authentication == "api_key",
             api_paths=api_paths(spec),
+            blocked_paths=blocked_paths(spec),
         )
         for spec in chosen
     }
@@ -405,11 +414,25 @@ def api_paths(spec: ModelDeploymentSpec) -> tuple[str, ...]:
     return (OPENAI_API_PATH, *(extra.paths(spec) if extra is not None else ()))
 
 
+def blocked_paths(spec: ModelDeploymentSpec) -> tuple[str, ...]:
+    """Paths below the OpenAI API that must never reach ``spec``'s servers through the load
+    balancer: the runtime adapter endpoints of an engine that registers them
+    (:class:`~eks_inference.specification.capabilities.ServesAdapters`)."""
+    adapters = engine_of(spec).capability(ServesAdapters)
+    if adapters is None or not adapters.serves(spec):
+        return ()
+    return adapters.runtime_paths(spec)
+
+
 def served_model_names(spec: ModelDeploymentSpec) -> tuple[str, ...]:
     """The model names clients send in requests (``model``): the Hugging Face id, or the
-    models of the repository an engine with one serves."""
+    models of the repository an engine with one serves; then the LoRA adapters served beside
+    the model (``adapters``)."""
     repository = engine_of(spec).capability(ServesModelRepository)
-    return repository.served_model_names(spec) if repository is not None else (spec.model.id,)
+    names = repository.served_model_names(spec) if repository is not None else (spec.model.id,)
+    if spec.adapters is not None and engine_of(spec).serves(ServesAdapters, spec):
+        names += spec.adapters.names
+    return names
 
 
 def check_routes(

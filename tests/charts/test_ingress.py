@@ -22,9 +22,11 @@ from eks_inference.charts.deployment import deployment_charts, endpoint_charts, 
 from eks_inference.charts.ingress import (
     ALB_ANNOTATION_PREFIX,
     ENDPOINT_ROLE,
+    NOT_FOUND_ACTION,
     TLS_POLICY,
     api_key_chart,
     api_key_objects,
+    not_found_action,
     strip_prefix_transform,
 )
 from eks_inference.charts.ingress import ingress as render_ingress
@@ -269,11 +271,16 @@ def test_one_load_balancer_serves_every_deployment(exposed: Rendered) -> None:
         assert alb(ingress)["target-type"] == "ip"
 
 
+def _forwarded(ingress: dict[str, Any]) -> dict[str, Any]:
+    """The one path a deployment's Ingress forwards: one forwarding rule per deployment (the
+    others, ``Exact``, are answered by the load balancer itself)."""
+    paths = ingress["spec"]["rules"][0]["http"]["paths"]
+    (path,) = [p for p in paths if p["pathType"] == "Prefix"]
+    return dict(path)
+
+
 def _path(ingress: dict[str, Any]) -> str:
-    """The one path of a deployment's Ingress: one listener rule per deployment."""
-    (path,) = ingress["spec"]["rules"][0]["http"]["paths"]
-    assert path["pathType"] == "Prefix"
-    return str(path["path"])
+    return str(_forwarded(ingress)["path"])
 
 
 def test_the_reference_load_balancer_is_internal_http_on_80(reference: Rendered) -> None:
@@ -355,7 +362,7 @@ def test_path_routing_forwards_only_the_api_and_strips_the_prefix(reference: Ren
         assert route.path == f"/{name}"
         assert _path(ingress) == f"/{name}/v1"
         assert "host" not in ingress["spec"]["rules"][0]
-        service = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"]
+        service = _forwarded(ingress)["backend"]["service"]["name"]
         (transform,) = json.loads(alb(ingress)[f"transforms.{service}"])
         assert transform == strip_prefix_transform(f"/{name}")[0]
         (rewrite,) = transform["urlRewriteConfig"]["rewrites"]
@@ -382,7 +389,14 @@ def test_no_ingress_replaces_the_listeners_default_404(exposed: Rendered) -> Non
         for rule in ingress["spec"]["rules"]:
             for path in rule["http"]["paths"]:
                 assert path["path"] != "/" or "host" in rule
-        assert not [key for key in alb(ingress) if key.startswith("actions.")]
+        # The one action an Ingress may have answers its blocked paths with a fixed 404.
+        actions = {key: value for key, value in alb(ingress).items() if key.startswith("actions.")}
+        assert actions in (
+            {},
+            {f"actions.{NOT_FOUND_ACTION}": json.dumps(not_found_action(), separators=(",", ":"))},
+        )
+        if actions:
+            assert not_found_action()["fixedResponseConfig"]["statusCode"] == "404"
 
 
 # -- targets: health on the readiness route, draining as long as the pods live ---------------
@@ -392,7 +406,7 @@ def test_targets_are_checked_on_the_servers_readiness_route(exposed: Rendered) -
     for spec in exposed.platform.deployments:
         ingress = one(exposed.objects[spec.name], "Ingress")
         annotations = alb(ingress)
-        backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+        backend = _forwarded(ingress)["backend"]["service"]
         assert backend["port"] == {"number": 8000}
         if spec.engine == "vllm":
             deployment = one(exposed.objects[spec.name], "Deployment")

@@ -29,7 +29,13 @@ from fastapi import FastAPI, WebSocket
 from fastapi.responses import JSONResponse
 from ray import serve
 
-from eks_inference.charts.ingress import ALB_ANNOTATION_PREFIX, ingress
+from eks_inference.charts.adapters import RUNTIME_ADAPTER_PATHS
+from eks_inference.charts.ingress import (
+    ALB_ANNOTATION_PREFIX,
+    NOT_FOUND_ACTION,
+    USE_ANNOTATION_PORT,
+    ingress,
+)
 from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.serving import serving_engine
 from eks_inference.engines.rayservice.engine import SERVE_PROXY_HEALTH_PATH
@@ -38,6 +44,7 @@ from eks_inference.serve.neuron.app import api_key_ingress
 from eks_inference.serve.neuron.server import OpenAIServer
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
+from eks_inference.specification.routes import served_model_names
 from tests.helpers.platforms import UPSTREAM
 from tests.helpers.rendered import CONTEXT, VARIANT_DEPLOYMENTS, VARIANT_POOLS
 from tests.helpers.serve_fakes import KEYED_CONFIG, FakeEngine, HTTPResult, call_app
@@ -140,18 +147,22 @@ def test_the_vllm_tables_hold_the_routes_the_issue_found_open() -> None:
 
 @dataclass(frozen=True)
 class Rule:
-    """One listener rule: a host condition (``None``: any host) and a prefix path, forwarding
-    to a Service."""
+    """One listener rule: a host condition (``None``: any host) and a prefix or exact path,
+    forwarding to a Service or, with ``fixed_status``, answered by the load balancer."""
 
     ingress: str
     host: str | None
     path: str
     service: str
     annotations: dict[str, str]
+    exact: bool = False
+    fixed_status: int | None = None
 
     def matches(self, host: str, path: str) -> bool:
         if self.host is not None and self.host != host.lower():
             return False
+        if self.exact:
+            return path == self.path
         # A Prefix path matches itself and the paths below it (ALB values `p` and `p/*`).
         return self.path == "/" or path == self.path or path.startswith(f"{self.path}/")
 
@@ -163,10 +174,11 @@ class Answer:
 
     service: str | None = None
     path: str | None = None
+    fixed_status: int | None = None
 
     @property
     def default_404(self) -> bool:
-        return self.service is None
+        return self.service is None and self.fixed_status is None
 
 
 def listener_rules(ingresses: list[dict[str, Any]]) -> list[Rule]:
@@ -179,10 +191,18 @@ def listener_rules(ingresses: list[dict[str, Any]]) -> list[Rule]:
         }
         for rule in obj["spec"]["rules"]:
             for path in rule["http"]["paths"]:
-                assert path["pathType"] == "Prefix"
                 service = path["backend"]["service"]
-                # A Service port: no backend answers in the load balancer itself.
-                assert service["port"] == {"number": OPENAI_PORT}
+                fixed_status = None
+                if service["port"] == {"name": USE_ANNOTATION_PORT}:
+                    # An action of the load balancer's own: only ever a fixed response.
+                    action = json.loads(annotations[f"actions.{service['name']}"])
+                    assert action["type"] == "fixed-response"
+                    fixed_status = int(action["fixedResponseConfig"]["statusCode"])
+                    assert path["pathType"] == "Exact"
+                else:
+                    assert path["pathType"] == "Prefix"
+                    # A Service port: no backend answers in the load balancer itself.
+                    assert service["port"] == {"number": OPENAI_PORT}
                 rules.append(
                     Rule(
                         obj["metadata"]["name"],
@@ -190,6 +210,8 @@ def listener_rules(ingresses: list[dict[str, Any]]) -> list[Rule]:
                         path["path"],
                         service["name"],
                         annotations,
+                        exact=path["pathType"] == "Exact",
+                        fixed_status=fixed_status,
                     )
                 )
     return rules
@@ -201,7 +223,12 @@ def matching_rules(rules: list[Rule], host: str, path: str) -> list[Rule]:
 
 def load_balancer(rules: list[Rule], host: str, path: str) -> Answer:
     matching = matching_rules(rules, host, path)
-    # Routes never overlap, so the order of rules in the group cannot change the answer.
+    # An exact path's rule comes before its Ingress's prefix paths (the controller's
+    # sortIngressPaths); routes of different Ingresses never overlap.
+    fixed = [rule for rule in matching if rule.fixed_status is not None]
+    if fixed:
+        assert len({rule.ingress for rule in matching}) == 1, (host, path, matching)
+        return Answer(fixed_status=fixed[0].fixed_status)
     assert len(matching) <= 1, (host, path, matching)
     if not matching:
         return Answer()  # the listener's default action
@@ -367,11 +394,14 @@ def test_no_ingress_of_the_group_sets_a_default_backend(platform: PlatformSpec) 
     for obj in found:
         assert "defaultBackend" not in obj["spec"]
         for rule in obj["spec"]["rules"]:
-            # One path, the deployment's API: one listener rule per deployment.
-            (path,) = rule["http"]["paths"]
+            # One path forwarded, the deployment's API: one forwarding rule per deployment;
+            # the others are answered by the load balancer itself.
+            forwarded = [p for p in rule["http"]["paths"] if p["pathType"] == "Prefix"]
+            (path,) = forwarded
             assert path["path"].endswith("/v1")
             assert not (path["path"] == "/" and "host" not in rule)
-        assert not [key for key in obj["metadata"]["annotations"] if "/actions." in key]
+        actions = [key for key in obj["metadata"]["annotations"] if "/actions." in key]
+        assert actions in ([], [f"{ALB_ANNOTATION_PREFIX}actions.{NOT_FOUND_ACTION}"])
 
 
 def test_no_route_reaches_a_handler_without_the_key(
@@ -386,7 +416,7 @@ def test_no_route_reaches_a_handler_without_the_key(
             target = server_route.concrete_path()
             for path in client_requests(platform, spec, target):
                 answer = load_balancer(rules, host, path)
-                if answer.default_404:
+                if answer.default_404 or answer.fixed_status == 404:
                     continue
                 # Forwarded: only the deployment's own OpenAI API, to its own Service.
                 assert answer.service == _service(spec), (spec.name, path)
@@ -439,8 +469,10 @@ def test_every_api_route_is_reached_with_the_key(
         for server_route in server_routes(spec):
             if not _is_api(server_route.path) or server_route.method == "WEBSOCKET":
                 continue
-            reached += 1
             path = f"{route.path or ''}{server_route.concrete_path()}"
+            if server_route.path in route.blocked_paths:
+                continue  # answered by the load balancer (test_runtime_adapter_endpoints_...)
+            reached += 1
             answer = load_balancer(rules, host, path)
             assert answer.service == _service(spec), (spec.name, path)
             result = call(apps[spec.name], server_route, str(answer.path), KEY)
@@ -474,3 +506,51 @@ def test_other_paths_under_a_deployments_prefix_match_no_rule(platform: Platform
         # The API itself does match, so the misses above are not for want of a rule.
         assert load_balancer(rules, host, f"{prefix}/v1/models").service == _service(spec)
     assert load_balancer(rules, "unknown.example.org", "/nothing/v1/models").default_404
+
+
+# -- LoRA adapters ---------------------------------------------------------------------------
+
+
+def test_runtime_adapter_endpoints_answer_404_on_the_load_balancer_and_need_the_key_inside(
+    platform: PlatformSpec, apps: dict[str, Any]
+) -> None:
+    """A deployment finding adapters on demand registers vLLM's runtime load and unload
+    endpoints (under ``/v1``): through the load balancer each answers the fixed 404 of its
+    Ingress, under the prefix and bare, on every host; inside the cluster the server requires
+    the key for them."""
+    rules = listener_rules(group_ingresses(platform))
+    on_demand = [(s, r) for s, r in _routes(platform) if r.blocked_paths]
+    assert on_demand, "the variants platform has a deployment with on-demand adapters"
+    gpu_paths = {r.path for r in VLLM_GPU_ROUTES}
+    for spec, route in on_demand:
+        assert route.blocked_paths == RUNTIME_ADAPTER_PATHS
+        # The table of the pinned vLLM holds them: a renamed endpoint would fail here.
+        assert set(RUNTIME_ADAPTER_PATHS) <= gpu_paths
+        hosts = {route.host or LOAD_BALANCER_HOST, LOAD_BALANCER_HOST}
+        for blocked in route.blocked_paths:
+            server_route = ServerRoute("POST", blocked)
+            for path in client_requests(platform, spec, blocked):
+                for host in hosts:
+                    answer = load_balancer(rules, host, path)
+                    assert answer.service is None, (spec.name, host, path)
+                    assert answer.default_404 or answer.fixed_status == 404
+            without = call(apps[spec.name], server_route, blocked, None)
+            assert without.status == 401
+            with_key = call(apps[spec.name], server_route, blocked, KEY)
+            assert with_key.json() == {"reached": blocked}
+
+
+def test_adapters_answer_by_name_on_the_api(platform: PlatformSpec) -> None:
+    """The adapters are model names of the deployment's API: a chat completion naming one
+    goes through the load balancer to the deployment's own Service, like the base model."""
+    rules = listener_rules(group_ingresses(platform))
+    served = [(s, r) for s, r in _routes(platform) if s.adapters is not None]
+    assert served
+    for spec, route in served:
+        assert spec.adapters is not None
+        names = served_model_names(spec)
+        assert names == (spec.model.id, *spec.adapters.preload, *spec.adapters.on_demand)
+        host = route.host or LOAD_BALANCER_HOST
+        answer = load_balancer(rules, host, f"{route.path or ''}/v1/chat/completions")
+        assert answer.service == _service(spec)
+        assert answer.path == "/v1/chat/completions"

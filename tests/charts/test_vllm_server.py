@@ -78,6 +78,8 @@ def test_every_rendered_gpu_argument_list_passes_the_pinned_option_table(
     # Every engine that runs `vllm serve`, LMCache's connector and the API key's middleware.
     assert {spec.engine for spec, _ in checked} == VLLM_SERVE_ENGINES
     assert any("--kv-transfer-config" in args for _, args in checked)
+    # LoRA adapters: the slots and a preloaded adapter, as an example and the variants render.
+    assert any("--enable-lora" in args and "--lora-modules" in args for _, args in checked)
     assert any("--middleware" in args for spec, args in checked if spec.engine == "kserve")
 
 

@@ -38,6 +38,21 @@ MODELS = {
     ],
 }
 
+# A deployment serving LoRA adapters: vLLM 0.29.0's /v1/models lists each adapter with its
+# base model as "parent" (OpenAIServingModels.show_available_models).
+LORA_MODELS = {
+    "object": "list",
+    "data": [
+        {"id": "meta-llama/Meta-Llama-3-8B-Instruct", "object": "model", "owned_by": "vllm"},
+        {
+            "id": "sql-writer",
+            "object": "model",
+            "owned_by": "vllm",
+            "parent": "meta-llama/Meta-Llama-3-8B-Instruct",
+        },
+    ],
+}
+
 # Deep enough to exhaust Python's recursion limit in a naive parser, small enough to send.
 DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
 # What the platform's servers answer a missing or wrong key with (the API-key middleware in
@@ -85,6 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/platform-401/v1/models": lambda: self._json(401, PLATFORM_401),
             # A path typed with a non-ASCII character arrives percent-encoded (UTF-8).
             "/caf%C3%A9/v1/models": lambda: self._json(200, MODELS),
+            "/lora/v1/models": lambda: self._json(200, LORA_MODELS),
         }
         routes.get(self.path, lambda: self._json(404, {"error": "not found"}))()
 
@@ -166,6 +182,24 @@ def test_lists_the_served_models_with_the_key(
     assert request["accept"] == "application/json"
 
 
+@pytest.mark.usefixtures("with_key")
+def test_lists_lora_adapters_with_their_base_model(
+    cli: Callable[..., Result], server: tuple[str, list[dict[str, str]]]
+) -> None:
+    root, _ = server
+    result = cli("models", "--url", f"{root}/lora/v1", "--json")
+    assert result.exit_code == 0, result.stderr
+    listed = {m["id"]: m["parent"] for m in json.loads(result.stdout)}
+    assert listed == {
+        "meta-llama/Meta-Llama-3-8B-Instruct": None,
+        "sql-writer": "meta-llama/Meta-Llama-3-8B-Instruct",
+    }
+    table = cli("models", "--url", f"{root}/lora/v1")
+    assert "adapter of" in table.stdout
+    (row,) = [line for line in table.stdout.splitlines() if "sql-writer" in line]
+    assert "meta-llama/Meta-Llama-3-8B-Instruct" in row
+
+
 def test_the_key_comes_from_the_named_variable(
     cli: Callable[..., Result], endpoint: FakeEndpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -175,7 +209,12 @@ def test_the_key_comes_from_the_named_variable(
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout) == [
-        {"id": "mistralai/Mistral-7B-Instruct-v0.1", "owned_by": "vllm", "max_model_len": 8192}
+        {
+            "id": "mistralai/Mistral-7B-Instruct-v0.1",
+            "owned_by": "vllm",
+            "max_model_len": 8192,
+            "parent": None,
+        }
     ]
     assert KEY not in result.stdout + result.stderr
 

@@ -2,7 +2,8 @@
 
 The reference platform (deployments.yaml) is what `k8s_manifests/` holds; the variants
 platform adds deployments the reference does not exercise (standalone vLLM on Inferentia2,
-whole-node Neuron pods, compiling at startup, GPU tensor parallelism, scale to zero), so that
+whole-node Neuron pods, compiling at startup, GPU tensor parallelism, LoRA adapters, scale to
+zero), so that
 every branch of every chart is rendered and checked by the same assertions. The fixtures are
 those of the folders whose tests read rendered platforms (charts, engines and the manifest
 writer's output), each of whose conftest modules takes them from here.
@@ -92,6 +93,21 @@ VARIANT_DEPLOYMENTS: list[dict[str, Any]] = [
         "engine": "vllm",
         "weights": {"prefix": "models/mistral-7b/", "loader": "runai_streamer"},
         "kv_cache": {"offload": "cpu+disk", "cpu_gib": 64, "disk_gib": 400},
+    },
+    # Standalone vLLM serving LoRA adapters: one registered at start, two found on demand.
+    {
+        "name": "llama-gpu-lora",
+        "model": "llama-3-8b",
+        "instance_type": "g6e.12xlarge",
+        "engine": "vllm",
+        "weights": {"prefix": "models/llama-3-8b/"},
+        "adapters": {
+            "prefix": "adapters/llama-3-8b/",
+            "max_loras": 4,
+            "max_lora_rank": 32,
+            "preload": ["support-tone"],
+            "on_demand": ["sql-writer", "legal-summary"],
+        },
     },
     # Ray Serve LLM scaling to zero.
     {

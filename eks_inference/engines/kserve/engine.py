@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
-from eks_inference.charts import pod, server_deployment, vllm_server
+from eks_inference.charts import adapters, pod, server_deployment, vllm_server
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import (
@@ -44,6 +44,7 @@ from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.engines.kserve import observed as kserve_observed
 from eks_inference.engines.kserve.options import MAX_REQUEST_TIMEOUT_S, Serverless, serverless_of
 from eks_inference.engines.vllm import engine as vllm
+from eks_inference.engines.vllm import observed as vllm_observed
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.observed import (
     DeploymentKind,
@@ -231,6 +232,8 @@ class KServeEngine(ServingEngine):
         DerivesServiceNames(
             lambda spec: re.escape(names.kserve_predictor_name(spec.name)) + r"-\d{5}(-private)?"
         ),
+        # The predictor runs vLLM's own server with its flags and pod.
+        vllm.SERVES_ADAPTERS,
     )
     options = Serverless
 
@@ -304,8 +307,10 @@ class KServeEngine(ServingEngine):
                 }
             },
         )
+        adapters_volume = adapters.adapters_volume(spec, context)
         objects = (
             service_account(account, labels),
+            *vllm.adapters_objects(spec, adapters_volume),
             *((code.config_map,) if code is not None else ()),
             service,
         )
@@ -313,6 +318,7 @@ class KServeEngine(ServingEngine):
             objects,
             PlatformNeeds(
                 namespaces=(INFERENCE_NAMESPACE,),
+                mounted_prefixes=(adapters_volume.mounted,) if adapters_volume else (),
                 service_accounts=loader.server_identities(spec, account),
                 secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
                 pods=(
@@ -401,12 +407,14 @@ class KServeEngine(ServingEngine):
 
     def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
         """Cold starts far slower than planned, or more often than hourly
-        (:mod:`~eks_inference.engines.kserve.observed`)."""
-        return kserve_observed.alerts(spec)
+        (:mod:`~eks_inference.engines.kserve.observed`); with adapters, requests waiting for
+        an adapter slot (:mod:`~eks_inference.engines.vllm.observed`)."""
+        return (*kserve_observed.alerts(spec), *vllm_observed.alerts(spec))
 
     def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
-        """Cold starts: how many, and how long against the plan's estimate."""
-        return kserve_observed.panels(spec)
+        """Cold starts: how many, and how long against the plan's estimate; with adapters,
+        the adapters running and waiting."""
+        return (*kserve_observed.panels(spec), *vllm_observed.panels(spec))
 
     def platform_needs(self, spec: ModelDeploymentSpec) -> PlatformNeeds:
         """The InferenceService CRD, of the KServe add-on the stack adds only when needed."""

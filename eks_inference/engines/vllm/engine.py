@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 from eks_inference import names
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
-from eks_inference.charts import kv_offload, pod, server_deployment, shipped, vllm_server
+from eks_inference.charts import (
+    adapters,
+    kv_offload,
+    pod,
+    server_deployment,
+    shipped,
+    vllm_server,
+)
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.artifacts_gate import gates_on_compiled_artifacts
 from eks_inference.charts.context import RenderContext
@@ -31,10 +38,20 @@ from eks_inference.charts.model_server import (
 )
 from eks_inference.charts.serving import ChartObjects, ServerInputs, WeightsVolume
 from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.engines.vllm import observed as vllm_observed
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.observability.observed import DeploymentKind, EngineMetrics
+from eks_inference.observability.observed import (
+    DeploymentKind,
+    EngineAlert,
+    EngineMetrics,
+    EnginePanel,
+)
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
-from eks_inference.specification.capabilities import AutoscalesOnQueue, OffloadsKvCache
+from eks_inference.specification.capabilities import (
+    AutoscalesOnQueue,
+    OffloadsKvCache,
+    ServesAdapters,
+)
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engine_rules import fixed_unless_autoscaled
 from eks_inference.specification.kv_serving_rules import replica_memory_mib
@@ -48,6 +65,39 @@ if TYPE_CHECKING:
 
 COMPONENT = "vllm"
 CONTAINER_NAME = "vllm"
+#: The modules vLLM 0.29.0 applies LoRA to in the catalog's decoder families (llama,
+#: mistral, qwen2, gemma2), as PEFT names them in ``adapter_config.json``: every linear layer
+#: (``get_supported_lora_modules``), q/k/v and gate/up unpacked from the merged layers
+#: (``packed_modules_mapping`` of ``vllm/model_executor/models/llama.py``), and the embedding
+#: modules (``embedding_modules``).
+LORA_TARGET_MODULES = frozenset(
+    {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+        "embed_tokens",
+        "lm_head",
+    }
+)
+
+
+def lora_target_modules(spec: ModelDeploymentSpec) -> frozenset[str]:
+    """The modules an adapter of ``spec``'s model may target on vLLM."""
+    return LORA_TARGET_MODULES
+
+
+#: vLLM's multi-LoRA, on GPUs: the pinned Neuron plugin compiles adapters into the graph
+#: (NxD Inference's LoRA config), which the compile job does not do.
+SERVES_ADAPTERS = ServesAdapters(
+    frozenset({Accelerator.NVIDIA}),
+    lora_target_modules,
+    adapters.runtime_paths,
+    adapters.on_demand_base_model,
+)
 
 
 def api_key_code(
@@ -58,6 +108,14 @@ def api_key_code(
     if not requires_api_key(route):
         return None
     return shipped.shipped_code(spec, labels, (shipped.API_KEY_AUTH_MODULE,))
+
+
+def adapters_objects(spec: ModelDeploymentSpec, volume: MountpointVolume | None) -> list[pod.Json]:
+    """The PersistentVolume and claim of ``spec``'s adapters prefix, applied with the server
+    that mounts them (none without adapters)."""
+    if volume is None:
+        return []
+    return volume.objects(object_labels(spec, adapters.ADAPTERS_ROLE))
 
 
 def server_pod(
@@ -84,6 +142,11 @@ def server_pod(
     loaded = loader_of(spec).pod(spec, weights.claim_name if weights is not None else None)
     volumes += loaded.volumes
     mounts += loaded.mounts
+    adapters_volume = adapters.adapters_volume(spec, context)
+    if adapters_volume is not None:
+        adapters_claim, adapters_mount = adapters.pod_volume(adapters_volume)
+        volumes.append(adapters_claim)
+        mounts.append(adapters_mount)
     if artifacts is not None:
         volumes.append(pod.claim_volume(ARTIFACTS_ROLE, artifacts.claim_name))
         mounts.append(pod.mount(ARTIFACTS_ROLE, ARTIFACTS_MOUNT_PATH, read_only=True))
@@ -188,6 +251,7 @@ class VllmEngine(server_deployment.DeploymentEngine):
         # LMCache is built for CUDA; the Neuron image has no KV connector for it.
         OffloadsKvCache(frozenset({Accelerator.NVIDIA})),
         AutoscalesOnQueue(),
+        SERVES_ADAPTERS,
     )
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
@@ -221,9 +285,11 @@ class VllmEngine(server_deployment.DeploymentEngine):
         service, disruption_budget = server_deployment.service_and_disruption_budget(
             spec, labels, selector
         )
+        adapters_volume = adapters.adapters_volume(spec, context)
         return ChartObjects(
             (
                 service_account(account, labels),
+                *adapters_objects(spec, adapters_volume),
                 *((code.config_map,) if code is not None else ()),
                 deployment,
                 service,
@@ -231,6 +297,7 @@ class VllmEngine(server_deployment.DeploymentEngine):
             ),
             PlatformNeeds(
                 namespaces=(INFERENCE_NAMESPACE,),
+                mounted_prefixes=(adapters_volume.mounted,) if adapters_volume else (),
                 service_accounts=loader.server_identities(spec, account),
                 secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
                 pods=(server_deployment.scheduling_need(spec, placement.workers, pod_spec),),
@@ -249,3 +316,12 @@ class VllmEngine(server_deployment.DeploymentEngine):
         if spec.scaling.autoscale:
             return "KEDA adds a replica per quarter batch waiting (and above 80 % KV cache)"
         return "fixed size: set scaling.autoscale to let KEDA add replicas"
+
+    def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
+        """With adapters, requests waiting for an adapter slot
+        (:mod:`~eks_inference.engines.vllm.observed`)."""
+        return vllm_observed.alerts(spec)
+
+    def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
+        """With adapters, the adapters running and waiting per replica."""
+        return vllm_observed.panels(spec)

@@ -27,7 +27,7 @@ MAX_MANIFEST_BYTES = 16 * 1024**2
 # Object metadata key holding a file's SHA-256 (sent as the x-amz-meta-sha256 header).
 SHA256_METADATA_KEY = "sha256"
 
-Kind = Literal["weights", "artifacts"]
+Kind = Literal["weights", "artifacts", "adapter"]
 
 
 class ManifestFile(BaseModel):

@@ -20,6 +20,7 @@ from eks_inference.ops.upload import MAX_LISTED
 from eks_inference.ops.upload.files import FileIdentity, ScannedFile
 from eks_inference.ops.upload.lease import LOCK_SUFFIX
 from eks_inference.ops.upload.manifest import Kind, bookkeeping_names
+from eks_inference.specification.adapters import ADAPTER_CONFIG_NAME
 from eks_inference.specification.aws_types import key_characters_problem
 
 # S3's longest key, in UTF-8 bytes.
@@ -151,7 +152,8 @@ def scan_directory(local_dir: Path, kind: Kind) -> ScannedDirectory:
     Hidden files and directories (``.cache/`` left by Hugging Face downloads, ``.DS_Store``)
     are not part of a model and are skipped. Anything else that cannot be read or uploaded
     fails here, naming every such entry, so that no upload, deletion or manifest ever rests on
-    a partial listing. Weights must look like a Hugging Face model directory, so that a wrong
+    a partial listing. Weights must look like a Hugging Face model directory, and an adapter
+    like a PEFT adapter directory (``adapter_config.json`` and its weights), so that a wrong
     path fails here instead of in a pod minutes after start.
     """
     if not local_dir.is_dir():
@@ -181,6 +183,17 @@ def scan_directory(local_dir: Path, kind: Kind) -> ScannedDirectory:
         if not any(name.endswith(_WEIGHT_SUFFIXES) for name in top_level):
             raise BadInput(
                 f"{local_dir} does not look like a model: no *.safetensors or *.bin weights in it"
+            )
+    elif kind == "adapter":
+        if ADAPTER_CONFIG_NAME not in top_level:
+            raise BadInput(
+                f"{local_dir} does not look like a LoRA adapter: no {ADAPTER_CONFIG_NAME} in it "
+                "(save it with PEFT's save_pretrained)"
+            )
+        if not any(name.endswith(_WEIGHT_SUFFIXES) for name in top_level):
+            raise BadInput(
+                f"{local_dir} does not look like a LoRA adapter: no *.safetensors or *.bin "
+                "weights in it"
             )
     elif not found:
         raise BadInput(f"{local_dir} is empty; nothing to upload as artifacts")

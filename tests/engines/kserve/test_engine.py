@@ -418,3 +418,59 @@ def test_the_cli_refuses_a_revisions_service_in_one_line(tmp_path: Path) -> None
         "deployments.0.name",
         "the controllers of deployment 'm'",
     )
+
+
+def test_the_predictor_serves_lora_adapters_from_the_mounted_prefix() -> None:
+    """KServe's predictor runs vLLM's own server, so it serves adapters as standalone vLLM
+    does: the flags, the read-only Mountpoint volume of the adapters prefix (its PV and claim
+    in the server chart, the prefix granted to the driver) and the on-demand resolver."""
+    adapters = {
+        "prefix": "adapters/mistral-7b/",
+        "max_loras": 2,
+        "preload": ["support-tone"],
+        "on_demand": ["sql-writer"],
+    }
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["deployments"][0]["adapters"] = adapters
+    # On-demand adapters need a model path in the pod (docs/lora-adapters.md).
+    data["deployments"][0]["weights"] = {"prefix": "models/mistral-7b/"}
+    platform = PlatformSpec.model_validate(data)
+    (spec,) = platform.deployments
+    objects = render_platform(platform, CONTEXT)[spec.name]
+    isvc = one(objects, "InferenceService")
+    assert schema_errors(crd_validator(INFERENCESERVICE_CRD, "v1beta1"), isvc) == []
+    predictor = isvc["spec"]["predictor"]
+    (container,) = predictor["containers"]
+    args = container["args"]
+    assert args[args.index("--enable-lora") : args.index("--enable-lora") + 8] == [
+        "--enable-lora",
+        "--max-loras",
+        "2",
+        "--max-lora-rank",
+        "16",
+        "--max-cpu-loras",
+        "2",
+        "--lora-modules",
+    ]
+    assert "support-tone=/mnt/adapters/support-tone" in args
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "1"
+    assert env["VLLM_LORA_RESOLVER_CACHE_DIR"] == "/mnt/adapters"
+    assert {"name": "adapters", "mountPath": "/mnt/adapters", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    (claim,) = [
+        o
+        for o in of_kind(objects, "PersistentVolumeClaim")
+        if o["metadata"]["name"].endswith("-adapters")
+    ]
+    (volume,) = [
+        o
+        for o in of_kind(objects, "PersistentVolume")
+        if o["metadata"]["name"].endswith("-adapters")
+    ]
+    read_only_claim = {"claimName": claim["metadata"]["name"], "readOnly": True}
+    assert {"name": "adapters", "persistentVolumeClaim": read_only_claim} in predictor["volumes"]
+    assert "prefix adapters/mistral-7b/" in volume["spec"]["mountOptions"]
+    for obj in (claim, volume):
+        assert kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
