@@ -51,3 +51,11 @@ def test_the_page_shows_the_librarys_figures() -> None:
     page = PAGE.read_text()
     for row in adapter_table():
         assert row in page, row
+
+
+def test_the_pages_slot_computation_ends_in_the_librarys_figure() -> None:
+    llama = MODELS["llama-3-8b"].architecture
+    slot = sizing.lora_slot_bytes(llama, INSTANCE_TYPES[INSTANCE], 1, 16)
+    parameters = slot // 2  # bfloat16
+    line = f"= {parameters:,} parameters x 2 bytes = {slot:,} bytes ({slot / 2**20:.1f} MiB)"
+    assert line in PAGE.read_text()
