@@ -136,14 +136,19 @@ class Forwarder:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
 
+    async def close(self) -> None:
+        """Close the connections to the upstream (at the server's shutdown)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                if self._session is not None:
-                    await self._session.close()
+                await self.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
