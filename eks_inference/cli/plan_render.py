@@ -20,6 +20,7 @@ from eks_inference.cli.plan_cells import (
     POOL_HEADERS,
     SCALE_TO_ZERO_HEADERS,
     SCALE_TO_ZERO_NOTE,
+    SPLIT_HEADERS,
     WATCH_HEADERS,
     WATCH_NOTE,
     cold_start_rows,
@@ -31,6 +32,7 @@ from eks_inference.cli.plan_cells import (
     pool_cells,
     rate,
     scale_to_zero_rows,
+    split_rows,
     watch_rows,
 )
 
@@ -87,6 +89,12 @@ def platform_tables(plan: PlatformPlan) -> list[Table]:
             for row in kv_tier_rows(d):
                 tiers.add_row(*row)
         tables.append(tiers)
+    split = [row for d in plan.deployments for row in split_rows(d)]
+    if split:
+        table = _table("Prefill and decode apart (beside aggregated)", SPLIT_HEADERS)
+        for row in split:
+            table.add_row(*row)
+        tables.append(table)
     if plan.warnings:
         warnings = Table(title="Warnings", title_justify="left", show_header=False)
         warnings.add_column("", overflow="fold", style="yellow")
@@ -171,6 +179,18 @@ def _scale_to_zero_markdown(plan: PlatformPlan) -> list[str]:
     ]
 
 
+def _split_markdown(plan: PlatformPlan) -> list[str]:
+    rows = [row for d in plan.deployments for row in split_rows(d)]
+    if not rows:
+        return []
+    return [
+        "## Prefill and decode apart",
+        "",
+        *_markdown_table(SPLIT_HEADERS, rows),
+        "",
+    ]
+
+
 def platform_markdown(plan: PlatformPlan, source: str) -> str:
     """The platform plan as Markdown; ``source`` names the platform file it was made from."""
     lines = [
@@ -202,6 +222,7 @@ def platform_markdown(plan: PlatformPlan, source: str) -> str:
         "",
         *_kv_tier_markdown(plan),
         *_scale_to_zero_markdown(plan),
+        *_split_markdown(plan),
         *(f"**Warning**: {warning}" + "\n" for warning in plan.warnings),
         BOUND_NOTE,
         "",

@@ -101,7 +101,7 @@ class DynamoEngine(ServingEngine):
             "engine: vllm or rayservice"
         )
     }
-    capabilities = (DisaggregatesPrefill(),)
+    capabilities = (DisaggregatesPrefill(graph_of, dynamo_rules.kv_transport),)
     options = DynamoOptions
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:

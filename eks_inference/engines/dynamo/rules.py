@@ -34,8 +34,12 @@ WITHIN_NODE = "within one node over PCIe (NIXL, UCX CUDA IPC)"
 
 
 def kv_transport(spec: ModelDeploymentSpec) -> str | None:
-    """How the KV cache moves from prefill to decode (``None``: aggregated, it does not)."""
-    return None if split_of(spec) is None else WITHIN_NODE
+    """How the KV cache moves from prefill to decode (``None``: aggregated, it does not),
+    and whether the instance's EFA, which the pools do not attach, would carry it further."""
+    if split_of(spec) is None:
+        return None
+    network = "EFA not attached" if spec.instance.efa else "no EFA"
+    return f"{WITHIN_NODE}; across nodes: {network}"
 
 
 def check_split_given_once(spec: ModelDeploymentSpec, problems: Problems) -> None:

@@ -6,6 +6,7 @@ the graph's flows."""
 from __future__ import annotations
 
 import copy
+import json
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -396,4 +397,20 @@ def test_the_router_is_the_options(router: str) -> None:
     args = dgd.frontend_args(spec)
     assert (
         args[args.index("--router-mode") + 1] == {"kv": "kv", "round_robin": "round-robin"}[router]
+    )
+
+
+def test_plan_prints_the_split_beside_the_aggregated_alternative(tmp_path: Path) -> None:
+    result = run_cli("plan", "--platform", EXAMPLE, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    plans = {d["name"]: d for d in json.loads(result.stdout)["deployments"]}
+    assert plans["mistral-7b-kv"]["split"] is None
+    split = plans["llama-70b-disagg"]["split"]
+    assert split["groups"] == [["prefill", 1, 4], ["decode", 1, 4]]
+    assert (split["accelerators"], split["nodes"]) == (8, 1)
+    # One g6e.48xlarge either way: the split uses its 8 GPUs, aggregated 1 x TP 4 half.
+    assert split["price_per_hour"] == split["aggregated_price_per_hour"] > 0
+    assert split["aggregated_accelerators"] == 4
+    assert split["transport"] == (
+        "within one node over PCIe (NIXL, UCX CUDA IPC); across nodes: EFA not attached"
     )
