@@ -42,6 +42,9 @@ _PLACEHOLDER = re.compile(r"<[^>]+>")
 UPSTREAM_FILES = {
     "compose.py",  # triton-inference-server/server, r25.11: how Triton builds its images
     "lmcache/observability.py",  # LMCache 0.5.6: where its metric names are defined
+    "dynamo/prometheus_names.py",  # ai-dynamo 1.6.1: where its metric names are defined
+    # ai-dynamo 1.6.1: the graphs the release generates itself
+    "dynamo/profiler/templates/dgd/vllm/{agg,disagg}.yaml",
 }
 _DOTTED = re.compile(r"\beks_inference(?:\.\w+)+")
 _OUTPUT_ID = re.compile(r"`(Endpoints[A-Za-z0-9]+)`")
