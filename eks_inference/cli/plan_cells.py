@@ -143,41 +143,6 @@ def kv_tier_rows(d: DeploymentPlan) -> list[list[str]]:
     return [[d.name, t.tier, f"{t.gib:.1f}", f"{t.tokens:,}"] for t in d.kv_tiers]
 
 
-SPLIT_HEADERS = (
-    "deployment",
-    "split",
-    "GPUs",
-    "nodes",
-    "KV transfer",
-    "$/h",
-    "aggregated",
-    "aggregated GPUs",
-    "aggregated $/h",
-)
-
-
-def split_rows(d: DeploymentPlan) -> list[list[str]]:
-    """With prefill and decode apart: the groups, their GPUs, nodes, KV transfer and cost,
-    beside the deployment's aggregated alternative (its own replicas and TP)."""
-    split = d.split
-    if split is None:
-        return []
-    groups = ", ".join(f"{name} {n} x TP {tp}" for name, n, tp in split.groups)
-    return [
-        [
-            d.name,
-            groups,
-            str(split.accelerators),
-            str(split.nodes),
-            split.transport or "-",
-            money(split.price_per_hour),
-            f"{split.aggregated_replicas} x TP {split.aggregated_tensor_parallel_size}",
-            str(split.aggregated_accelerators),
-            money(split.aggregated_price_per_hour),
-        ]
-    ]
-
-
 COLD_START_PHASES = ("node", "image", "weights_image", "weights", "engine")
 COLD_START_HEADERS = (
     "deployment",

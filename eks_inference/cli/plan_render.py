@@ -20,7 +20,6 @@ from eks_inference.cli.plan_cells import (
     POOL_HEADERS,
     SCALE_TO_ZERO_HEADERS,
     SCALE_TO_ZERO_NOTE,
-    SPLIT_HEADERS,
     WATCH_HEADERS,
     WATCH_NOTE,
     cold_start_rows,
@@ -32,9 +31,9 @@ from eks_inference.cli.plan_cells import (
     pool_cells,
     rate,
     scale_to_zero_rows,
-    split_rows,
     watch_rows,
 )
+from eks_inference.cli.plan_split import SPLIT_HEADERS, split_rows
 
 if TYPE_CHECKING:
     from eks_inference.ops.plan import ConfigurationPlan, PlatformPlan
