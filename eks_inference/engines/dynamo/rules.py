@@ -29,8 +29,9 @@ from eks_inference.specification.validation import Problems
 if TYPE_CHECKING:
     from eks_inference.specification.deployment import ModelDeploymentSpec
 
-#: Where the KV cache goes over between the groups of a graph on one node.
-WITHIN_NODE = "within one node over PCIe (NIXL, UCX CUDA IPC)"
+#: Where the KV cache goes over between the groups of a graph on one node: PCIe, through
+#: NIXL's UCX backend (CUDA IPC).
+WITHIN_NODE = "one node, PCIe (NIXL)"
 
 
 def kv_transport(spec: ModelDeploymentSpec) -> str | None:
@@ -38,8 +39,8 @@ def kv_transport(spec: ModelDeploymentSpec) -> str | None:
     and whether the instance's EFA, which the pools do not attach, would carry it further."""
     if split_of(spec) is None:
         return None
-    network = "EFA not attached" if spec.instance.efa else "no EFA"
-    return f"{WITHIN_NODE}; across nodes: {network}"
+    network = "not attached" if spec.instance.efa else "none"
+    return f"{WITHIN_NODE}; EFA: {network}"
 
 
 def check_split_given_once(spec: ModelDeploymentSpec, problems: Problems) -> None:
