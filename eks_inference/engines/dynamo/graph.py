@@ -236,14 +236,21 @@ def worker_pod(
     }
     served["containers"] = [container]
     if component in (PREFILL, DECODE):
-        # The KV cache crosses no node (rules.check_one_node): every worker of the graph runs
-        # on the node of the others (the first one, matching its own term, goes anywhere).
+        # The graph fits one node (rules.check_one_node), and its workers are placed on the
+        # node of the others, so the KV cache stays on PCIe. Preferred, not required: a
+        # rolling update starts a worker beside a full node's, which a required term would
+        # leave pending for good; until the old workers go, its transfers cross nodes.
         served["affinity"] = {
             "podAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
+                "preferredDuringSchedulingIgnoredDuringExecution": [
                     {
-                        "labelSelector": {"matchLabels": selector_labels(spec, WORKER_COMPONENT)},
-                        "topologyKey": "kubernetes.io/hostname",
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {
+                                "matchLabels": selector_labels(spec, WORKER_COMPONENT)
+                            },
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
                     }
                 ]
             }

@@ -13,8 +13,9 @@ GPUs to a decode worker's. Within one node it goes over PCIe (NIXL's UCX backend
 across nodes it needs a network that carries GiB per request (a Llama-3.1-70B prompt of 8k
 tokens is 2.5 GiB of KV cache), which is EFA (RDMA). The node pools of this platform attach
 no EFA interfaces, so a graph is kept on one node: its prefill and decode workers together
-hold at most the node's GPUs, and the decode workers are placed on the node of a prefill
-worker (pod affinity). A graph larger than a node is refused, naming the instance's EFA.
+hold at most the node's GPUs, and every worker prefers the node of the others (pod affinity,
+:func:`eks_inference.engines.dynamo.graph.worker_pod`). A graph larger than a node is
+refused, naming the instance's EFA.
 """
 
 from __future__ import annotations

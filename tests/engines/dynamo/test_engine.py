@@ -247,8 +247,10 @@ def test_disaggregated_workers_hand_the_kv_cache_over_nixl() -> None:
         assert args[args.index("--tensor-parallel-size") + 1] == "4"
         assert _main(components[role])["resources"]["limits"]["nvidia.com/gpu"] == "4"
         affinity = components[role]["podTemplate"]["spec"]["affinity"]["podAffinity"]
-        (term,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+        (preferred,) = affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+        term = preferred["podAffinityTerm"]
         assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["labelSelector"]["matchLabels"][names.COMPONENT_LABEL] == (dgd.WORKER_COMPONENT)
     assert "--kv-events-config" in _main(components["prefill"])["args"]
     assert "--kv-events-config" not in _main(components["decode"])["args"]
 
