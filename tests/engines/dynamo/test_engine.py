@@ -123,6 +123,19 @@ def test_every_object_validates_strictly_against_its_schema() -> None:
     assert checked == 2
 
 
+def test_every_components_pod_template_validates_strictly_against_kubernetes() -> None:
+    """Each component's ``podTemplate`` as Kubernetes 1.35's PodTemplateSpec, beside the CRD's
+    own copy of that schema."""
+    for name, component in found(_rendered_components()):
+        template = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": f"{name}-{component['name']}", "namespace": "inference"},
+            "template": component["podTemplate"],
+        }
+        assert kubernetes_validate.validate(template, KUBERNETES_VERSION, strict=True)
+
+
 def test_the_graph_has_the_object_shape_of_the_releases_own_graphs() -> None:
     """Every field path of the release's own graph components, of the same type, is in the
     rendered graph's (but those :data:`OMITTED` says why), and the graph itself is typed as
