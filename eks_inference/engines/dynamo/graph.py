@@ -215,7 +215,9 @@ def worker_pod(
     startup = container["startupProbe"]
     env = [
         *container["env"],
-        *pod.env({"DYN_SYSTEM_ENABLED": "true", "DYN_SYSTEM_PORT": str(SYSTEM_PORT)}),
+        # The system server (health, metrics) runs when its port is set; 1.6.1 deprecates
+        # DYN_SYSTEM_ENABLED for this (its runtime's warning).
+        *pod.env({"DYN_SYSTEM_PORT": str(SYSTEM_PORT)}),
     ]
     container = {
         **{k: v for k, v in container.items() if k not in ("lifecycle",)},
