@@ -400,6 +400,65 @@ KNATIVE_METRICS = (
     KNATIVE_ACTIVATOR_CONCURRENCY,
 )
 
+# NVIDIA Dynamo 1.6.1 (engine: dynamo). The frontend's HTTP service metrics are named
+# `dynamo_frontend_<name>` (name_prefix.FRONTEND and frontend_service in dynamo/prometheus_names.py
+# of the ai-dynamo==1.6.1 wheel, generated from lib/runtime/src/metrics/prometheus_names.rs),
+# served on its HTTP port at /metrics. The vLLM workers re-export vLLM 0.31.0's own metrics
+# (prefixes "vllm:" and "lmcache:", dynamo/vllm/main.py) on their system port; NIXL's transfer
+# times are vLLM's (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py of the vllm
+# 0.31.0 wheel), recorded by the decode workers that pull the KV cache.
+DYNAMO = Source(
+    "NVIDIA Dynamo",
+    "1.6.1",
+    "dynamo/prometheus_names.py (name_prefix, frontend_service) of the ai-dynamo wheel",
+)
+VLLM_NIXL = Source(
+    "vLLM",
+    "0.31.0 (Dynamo's workers)",
+    "vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py",
+)
+DYNAMO_FRONTEND_INFLIGHT = Metric(
+    "dynamo_frontend_inflight_requests", Kind.GAUGE, DYNAMO, "requests the frontend is serving"
+)
+DYNAMO_FRONTEND_QUEUED = Metric(
+    "dynamo_frontend_queued_requests",
+    Kind.GAUGE,
+    DYNAMO,
+    "requests waiting in the frontend for their first token",
+)
+DYNAMO_FRONTEND_TTFT = Metric(
+    "dynamo_frontend_time_to_first_token_seconds",
+    Kind.HISTOGRAM,
+    DYNAMO,
+    "time to first token at the frontend (routing, prefill and the KV transfer included)",
+)
+DYNAMO_FRONTEND_ITL = Metric(
+    "dynamo_frontend_inter_token_latency_seconds",
+    Kind.HISTOGRAM,
+    DYNAMO,
+    "time between output tokens at the frontend",
+)
+DYNAMO_FRONTEND_REQUEST_DURATION = Metric(
+    "dynamo_frontend_request_duration_seconds",
+    Kind.HISTOGRAM,
+    DYNAMO,
+    "request latency at the frontend, end to end",
+)
+VLLM_NIXL_TRANSFER_TIME = Metric(
+    "vllm:nixl_xfer_time_seconds",
+    Kind.HISTOGRAM,
+    VLLM_NIXL,
+    "duration of one NIXL KV-cache transfer from a prefill worker",
+)
+DYNAMO_METRICS = (
+    DYNAMO_FRONTEND_INFLIGHT,
+    DYNAMO_FRONTEND_QUEUED,
+    DYNAMO_FRONTEND_TTFT,
+    DYNAMO_FRONTEND_ITL,
+    DYNAMO_FRONTEND_REQUEST_DURATION,
+    VLLM_NIXL_TRANSFER_TIME,
+)
+
 ALL_METRICS: tuple[Metric, ...] = (
     *VLLM_METRICS,
     VLLM_LORA_REQUESTS_INFO,
@@ -410,6 +469,7 @@ ALL_METRICS: tuple[Metric, ...] = (
     *KUBE_STATE_METRICS_METRICS,
     *KNATIVE_METRICS,
     *TRITON_METRICS,
+    *DYNAMO_METRICS,
 )
 KNOWN_SERIES: frozenset[str] = frozenset(s for m in ALL_METRICS for s in m.series)
 """Every series name an expression of this project may read."""

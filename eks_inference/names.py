@@ -125,3 +125,16 @@ def kserve_predictor_name(deployment_name: str) -> str:
     ``<name>-predictor.<namespace>.svc.cluster.local``, and names its revisions after it.
     """
     return f"{deployment_name}-predictor"
+
+
+# NVIDIA Dynamo (engine: dynamo). The platform chart installs the operator and its CRDs, and
+# NATS (the event plane the KV router's events travel on) in the platform's namespace; the
+# operator's discovery is Kubernetes' own (no etcd). NATS is the chart's subchart, named after
+# the release (`<release>-nats`), on its client port.
+DYNAMOGRAPHDEPLOYMENT_CRD = "dynamographdeployments.nvidia.com"
+DYNAMO_NAMESPACE = "dynamo-system"
+DYNAMO_PLATFORM_RELEASE = "dynamo-platform"
+DYNAMO_NATS_LABELS = {"app.kubernetes.io/name": "nats"}
+DYNAMO_NATS_PORT = 4222
+# The graph component a Dynamo pod belongs to (frontend, worker, prefill, decode).
+DYNAMO_WORKER_ROLE_LABEL = "eks-inference.io/dynamo-component"

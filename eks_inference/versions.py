@@ -272,3 +272,22 @@ TRITON_SERVER_VERSION = "2.63.0"
 TRITON_VLLM_VERSION = "0.11.0"
 TRITON_VLLM_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-vllm-python-py3"
 TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-py3"
+# NVIDIA Dynamo (engine: dynamo), release 1.6.1: the newest release checked from here (the
+# ai-dynamo==1.6.1 wheel on PyPI, 2026; NVIDIA's docs list 1.6.2 and 1.7.0, which could not be
+# checked). The runtime image runs the frontend and the vLLM workers; that release requires
+# vLLM 0.31.0 (the wheel's `vllm[flashinfer,otel,runai]==0.31.0`, the support matrix's row
+# for 1.6), whose engine arguments the workers take. The platform chart (operator, its CRDs,
+# NATS) is the same release from NGC's public Helm repository.
+DYNAMO_VERSION = "1.6.1"
+DYNAMO_VLLM_VERSION = "0.31.0"
+DYNAMO_RUNTIME_IMAGE = f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{DYNAMO_VERSION}"
+DYNAMO_PLATFORM_CHART = HelmChartVersion(
+    chart="dynamo-platform",
+    repository="https://helm.ngc.nvidia.com/nvidia/ai-dynamo",
+    version=DYNAMO_VERSION,
+)
+# Drift: the DynamoGraphDeployment schema and the platform chart's values the tests check
+# against are upstream's tree at the 1.5.0 release (main of 2026-08-21), the newest that could
+# be brought here whole; 1.6.1's own graphs (its wheel's templates) use the same v1beta1
+# shape (`spec.components[]`: name, type, replicas, podTemplate), which the tests compare.
+DYNAMO_CRD_SCHEMA_VERSION = "1.5.0"

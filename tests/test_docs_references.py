@@ -47,6 +47,9 @@ UPSTREAM_FILES = {
     "vllm/entrypoints/openai/models/serving.py",
     "vllm/entrypoints/serve/lora/api_router.py",
     "vllm/lora/model_manager.py",
+    "dynamo/prometheus_names.py",  # ai-dynamo 1.6.1: where its metric names are defined
+    # ai-dynamo 1.6.1: the graphs the release generates itself
+    "dynamo/profiler/templates/dgd/vllm/{agg,disagg}.yaml",
 }
 _DOTTED = re.compile(r"\beks_inference(?:\.\w+)+")
 _OUTPUT_ID = re.compile(r"`(Endpoints[A-Za-z0-9]+)`")

@@ -45,7 +45,7 @@ POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 POD_IDENTITY_AGENT_PORT = 80
 # Pod labels the Prometheus Operator sets on the pods of the Prometheus kube-prometheus-stack
 # creates (its name, `app.kubernetes.io/instance`, is the resource's).
-_PROMETHEUS_LABELS = {
+PROMETHEUS_LABELS = {
     "app.kubernetes.io/name": "prometheus",
     "app.kubernetes.io/instance": names.PROMETHEUS_NAME,
 }
@@ -112,7 +112,7 @@ def network_policy_chart(spec: ModelDeploymentSpec, context: RenderContext) -> C
             ingress=[
                 rule(
                     "from",
-                    [peer(names.MONITORING_NAMESPACE, _PROMETHEUS_LABELS)],
+                    [peer(names.MONITORING_NAMESPACE, PROMETHEUS_LABELS)],
                     ports(*scrape_ports),
                 )
             ],

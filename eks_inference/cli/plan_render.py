@@ -7,6 +7,8 @@ exactly when the plan does.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.table import Table
@@ -34,9 +36,51 @@ from eks_inference.cli.plan_cells import (
     scale_to_zero_rows,
     watch_rows,
 )
+from eks_inference.cli.plan_split import SPLIT_HEADERS, split_rows
 
 if TYPE_CHECKING:
-    from eks_inference.ops.plan import ConfigurationPlan, PlatformPlan
+    from eks_inference.ops.plan import ConfigurationPlan, DeploymentPlan, PlatformPlan
+
+
+@dataclass(frozen=True)
+class _Section:
+    """A table only some plans have: a row per ``rows`` of each deployment, titled ``title``
+    in the terminal and under ``heading`` (and ``note``) in Markdown; left out when empty."""
+
+    title: str
+    heading: str
+    headers: tuple[str, ...]
+    rows: Callable[[DeploymentPlan], Iterable[list[str]]]
+    note: str | None = None
+
+    def rows_of(self, plan: PlatformPlan) -> list[list[str]]:
+        return [row for d in plan.deployments for row in self.rows(d)]
+
+
+_SCALE_TO_ZERO = _Section(
+    "Scale to zero (first request after idle, idle savings)",
+    "Scale to zero",
+    SCALE_TO_ZERO_HEADERS,
+    scale_to_zero_rows,
+    SCALE_TO_ZERO_NOTE,
+)
+_KV_TIERS = _Section(
+    "KV cache tiers (per replica)", "KV cache tiers (per replica)", KV_TIER_HEADERS, kv_tier_rows
+)
+_ADAPTERS = _Section(
+    "LoRA adapter slots (per replica)",
+    "LoRA adapter slots (per replica)",
+    ADAPTER_HEADERS,
+    adapter_rows,
+)
+_SPLIT = _Section(
+    "Prefill and decode apart (beside aggregated)",
+    "Prefill and decode apart",
+    SPLIT_HEADERS,
+    split_rows,
+)
+_TERMINAL_SECTIONS = (_SCALE_TO_ZERO, _KV_TIERS, _ADAPTERS, _SPLIT)
+_MARKDOWN_SECTIONS = (_KV_TIERS, _ADAPTERS, _SCALE_TO_ZERO, _SPLIT)
 
 
 def _table(title: str, headers: tuple[str, ...]) -> Table:
@@ -73,27 +117,13 @@ def platform_tables(plan: PlatformPlan) -> list[Table]:
             cold.add_row(*row)
         cold.add_section()
     tables = [deployments, pools, watch, cold]
-    idle = [row for d in plan.deployments for row in scale_to_zero_rows(d)]
-    if idle:
-        zero = _table(
-            "Scale to zero (first request after idle, idle savings)", SCALE_TO_ZERO_HEADERS
-        )
-        for row in idle:
-            zero.add_row(*row)
-        tables.append(zero)
-    tiered = [d for d in plan.deployments if d.kv_tiers]
-    if tiered:
-        tiers = _table("KV cache tiers (per replica)", KV_TIER_HEADERS)
-        for d in tiered:
-            for row in kv_tier_rows(d):
-                tiers.add_row(*row)
-        tables.append(tiers)
-    adapted = [row for d in plan.deployments for row in adapter_rows(d)]
-    if adapted:
-        slots = _table("LoRA adapter slots (per replica)", ADAPTER_HEADERS)
-        for row in adapted:
-            slots.add_row(*row)
-        tables.append(slots)
+    for section in _TERMINAL_SECTIONS:
+        rows = section.rows_of(plan)
+        if rows:
+            table = _table(section.title, section.headers)
+            for row in rows:
+                table.add_row(*row)
+            tables.append(table)
     if plan.warnings:
         warnings = Table(title="Warnings", title_justify="left", show_header=False)
         warnings.add_column("", overflow="fold", style="yellow")
@@ -157,32 +187,12 @@ def _markdown_table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str
     ]
 
 
-def _kv_tier_markdown(plan: PlatformPlan) -> list[str]:
-    rows = [row for d in plan.deployments for row in kv_tier_rows(d)]
+def _section_markdown(plan: PlatformPlan, section: _Section) -> list[str]:
+    rows = section.rows_of(plan)
     if not rows:
         return []
-    return ["## KV cache tiers (per replica)", "", *_markdown_table(KV_TIER_HEADERS, rows), ""]
-
-
-def _adapter_markdown(plan: PlatformPlan) -> list[str]:
-    rows = [row for d in plan.deployments for row in adapter_rows(d)]
-    if not rows:
-        return []
-    return ["## LoRA adapter slots (per replica)", "", *_markdown_table(ADAPTER_HEADERS, rows), ""]
-
-
-def _scale_to_zero_markdown(plan: PlatformPlan) -> list[str]:
-    rows = [row for d in plan.deployments for row in scale_to_zero_rows(d)]
-    if not rows:
-        return []
-    return [
-        "## Scale to zero",
-        "",
-        SCALE_TO_ZERO_NOTE,
-        "",
-        *_markdown_table(SCALE_TO_ZERO_HEADERS, rows),
-        "",
-    ]
+    note = [section.note, ""] if section.note else []
+    return [f"## {section.heading}", "", *note, *_markdown_table(section.headers, rows), ""]
 
 
 def platform_markdown(plan: PlatformPlan, source: str) -> str:
@@ -214,9 +224,7 @@ def platform_markdown(plan: PlatformPlan, source: str) -> str:
             ],
         ),
         "",
-        *_kv_tier_markdown(plan),
-        *_adapter_markdown(plan),
-        *_scale_to_zero_markdown(plan),
+        *(line for section in _MARKDOWN_SECTIONS for line in _section_markdown(plan, section)),
         *(f"**Warning**: {warning}" + "\n" for warning in plan.warnings),
         BOUND_NOTE,
         "",

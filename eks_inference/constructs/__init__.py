@@ -4,6 +4,7 @@ and the model deployments served on them."""
 from eks_inference.constructs.addons import (
     ApiKeys,
     ClusterAutoscaler,
+    DynamoPlatform,
     FsxCsiDriver,
     InferenceAddons,
     InferenceObservability,
@@ -19,6 +20,7 @@ from eks_inference.constructs.addons import (
 from eks_inference.constructs.addons.addon import AddonConstruct, PlatformAddon
 from eks_inference.constructs.addons.api_keys import ApiKeysOptions
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscalerOptions
+from eks_inference.constructs.addons.dynamo import DynamoPlatformOptions
 from eks_inference.constructs.addons.fsx_csi import FsxCsiDriverOptions
 from eks_inference.constructs.addons.helm import HelmAddon, HelmRelease, PinnedHelmChart
 from eks_inference.constructs.addons.karpenter import KarpenterOptions
@@ -48,6 +50,8 @@ __all__ = [
     "ApiKeysOptions",
     "ClusterAutoscaler",
     "ClusterAutoscalerOptions",
+    "DynamoPlatform",
+    "DynamoPlatformOptions",
     "EksAddon",
     "FsxCsiDriver",
     "FsxCsiDriverOptions",

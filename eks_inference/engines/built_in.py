@@ -7,6 +7,7 @@ built-in engine validates however the package was entered.
 from __future__ import annotations
 
 from eks_inference.charts.serving import ServingEngine
+from eks_inference.engines.dynamo.engine import DynamoEngine
 from eks_inference.engines.kserve.engine import KServeEngine
 from eks_inference.engines.rayservice.engine import RayServiceEngine
 from eks_inference.engines.triton.engine import TritonEngine
@@ -19,6 +20,7 @@ BUILT_IN_ENGINES: tuple[ServingEngine, ...] = (
     RayServiceEngine(),
     KServeEngine(),
     TritonEngine(),
+    DynamoEngine(),
 )
 
 for _engine in BUILT_IN_ENGINES:

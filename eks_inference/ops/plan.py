@@ -25,6 +25,7 @@ from eks_inference.observability.signals import Watch, signals_of
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.scale_to_zero import DEFAULT_IDLE_HOURS, ScaleToZero, scale_to_zero
 from eks_inference.specification.adapters_rules import adapter_cache_bytes
+from eks_inference.specification.capabilities import DisaggregatesPrefill
 from eks_inference.specification.cold_start import (
     ColdStart,
     Recommendation,
@@ -33,6 +34,7 @@ from eks_inference.specification.cold_start import (
     recommended_loader,
 )
 from eks_inference.specification.deployment import Limits, ModelDeploymentSpec
+from eks_inference.specification.engines import engine_of
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import key_in_clear_warnings
@@ -284,6 +286,54 @@ def adapter_slots(spec: ModelDeploymentSpec) -> AdapterSlots | None:
 
 
 @dataclass(frozen=True)
+class SplitPlan:
+    """A deployment served with prefill and decode apart, beside the same model aggregated.
+
+    ``groups`` are (group, replicas, tensor-parallel degree); the GPUs, nodes and price are
+    the graph's; the aggregated alternative is the deployment's own ``min_replicas`` at its
+    ``tensor_parallel_size``, as an engine without the split would serve it.
+    """
+
+    groups: tuple[tuple[str, int, int], ...]
+    accelerators: int
+    nodes: int
+    price_per_hour: float
+    transport: str | None
+    aggregated_replicas: int
+    aggregated_tensor_parallel_size: int
+    aggregated_accelerators: int
+    aggregated_nodes: int
+    aggregated_price_per_hour: float
+
+
+def split_plan(spec: ModelDeploymentSpec, node_price: float) -> SplitPlan | None:
+    """The split of ``spec`` as its engine serves it (the
+    :class:`~eks_inference.specification.capabilities.DisaggregatesPrefill` capability), with
+    its GPUs and cost at ``node_price`` beside the aggregated alternative; ``None`` when it
+    serves aggregated."""
+    capability = engine_of(spec).capability(DisaggregatesPrefill)
+    split = capability.split(spec) if capability is not None else None
+    if capability is None or split is None:
+        return None
+    cores = spec.instance.cores
+    nodes = math.ceil(split.accelerators / cores)
+    replicas = spec.scaling.min_replicas
+    aggregated_nodes = sizing.nodes_needed(replicas, spec.replicas_per_node)
+    return SplitPlan(
+        groups=tuple((name, g.replicas, g.tensor_parallel_size) for name, g in split.groups),
+        accelerators=split.accelerators,
+        nodes=nodes,
+        price_per_hour=nodes * node_price,
+        transport=capability.transport(spec),
+        aggregated_replicas=replicas,
+        aggregated_tensor_parallel_size=spec.tensor_parallel_size,
+        aggregated_accelerators=replicas * spec.tensor_parallel_size,
+        aggregated_nodes=aggregated_nodes,
+        aggregated_price_per_hour=aggregated_nodes * node_price,
+    )
+
+
+@dataclass(frozen=True)
 class DeploymentPlan:
     """A deployment of the platform: its configuration and what its node range costs."""
 
@@ -306,6 +356,8 @@ class DeploymentPlan:
     # With min_replicas 0 on an engine that scales to zero: the first request's wait and
     # what idle time saves (eks_inference.ops.scale_to_zero).
     scale_to_zero: ScaleToZero | None = None
+    # Served with prefill and decode apart: the split and its cost beside aggregated.
+    split: SplitPlan | None = None
 
     @property
     def price_per_hour_min(self) -> float:
@@ -334,6 +386,7 @@ class DeploymentPlan:
             "cold_start_by_loader": [c.as_json() for c in self.cold_starts],
             "recommended_loader": asdict(self.recommendation) if self.recommendation else None,
             "scale_to_zero": self.scale_to_zero.as_json() if self.scale_to_zero else None,
+            "split": asdict(self.split) if self.split else None,
         }
 
 
@@ -507,6 +560,7 @@ def plan_deployment(
         cold_starts=cold_starts(spec),
         recommendation=recommended_loader(spec),
         scale_to_zero=scale_to_zero(spec, own_cold_start, node_price, idle_hours),
+        split=split_plan(spec, node_price),
     )
 
 

@@ -26,6 +26,7 @@ from eks_inference.catalog import Accelerator
 
 if TYPE_CHECKING:
     from eks_inference.specification.deployment import ModelDeploymentSpec
+    from eks_inference.specification.kv_serving import Disaggregation
 
 
 class Capability:
@@ -63,9 +64,25 @@ class OffloadsKvCache(Capability):
         return spec.accelerator in self.accelerators
 
 
+def _given_split(spec: ModelDeploymentSpec) -> Disaggregation | None:
+    return spec.disaggregation
+
+
+def _no_transport(spec: ModelDeploymentSpec) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class DisaggregatesPrefill(Capability):
-    """The engine serves prefill and decode on separate workers (``disaggregation``)."""
+    """The engine serves prefill and decode on separate workers (``disaggregation``).
+
+    ``split`` is a spec's split as the engine serves it (default: the ``disaggregation``
+    field; ``None``: aggregated), ``transport`` how the KV cache goes from prefill to decode,
+    in a few words (default: not said); ``plan`` prints both.
+    """
+
+    split: Callable[[ModelDeploymentSpec], Disaggregation | None] = _given_split
+    transport: Callable[[ModelDeploymentSpec], str | None] = _no_transport
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from eks_inference.charts.traffic_split import traffic_split_chart
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.constructs import (
     ApiKeys,
+    DynamoPlatform,
     FsxCsiDriver,
     InferenceAddons,
     InferenceCluster,
@@ -108,9 +109,10 @@ class InferenceStack(Stack):
     in ``k8s_manifests/`` and the template agree), the :class:`InferenceCluster` with one
     node group per pool, its :class:`InferenceAddons` and :class:`InferenceObservability`
     (metrics, dashboards, alerts, KEDA), :class:`KServe` (:attr:`kserve`) when a deployment's
-    engine serves InferenceServices (``engine: kserve``), and for every deployment a
-    :class:`DeploymentStack` holding its :class:`ModelDeployment` (:attr:`deployments`). The
-    stack composes them: every add-on registers what it provides with one
+    engine serves InferenceServices (``engine: kserve``), :class:`DynamoPlatform`
+    (:attr:`dynamo`) when one serves DynamoGraphDeployments (``engine: dynamo``), and for
+    every deployment a :class:`DeploymentStack` holding its :class:`ModelDeployment`
+    (:attr:`deployments`). The stack composes them: every add-on registers what it provides with one
     :class:`PlatformAddons` (:attr:`platform_addons`), which each deployment is handed and
     checks its needs against. The Mountpoint driver is given
     read access to exactly the prefixes the deployments' Mountpoint volumes mount
@@ -218,6 +220,12 @@ class InferenceStack(Stack):
         self.kserve: KServe | None = (
             KServe(self.cluster, "KServe", platform=self.platform_addons)
             if needed & set(KServe.PROVIDES.crds)
+            else None
+        )
+        # The Dynamo operator, its CRDs and NATS only when a deployment's engine needs them.
+        self.dynamo: DynamoPlatform | None = (
+            DynamoPlatform(self.cluster, "DynamoPlatform", platform=self.platform_addons)
+            if needed & set(DynamoPlatform.PROVIDES.crds)
             else None
         )
         self.load_balancer_controller: LoadBalancerController | None = None

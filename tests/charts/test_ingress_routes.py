@@ -39,13 +39,18 @@ from eks_inference.charts.ingress import (
 from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.serving import serving_engine
 from eks_inference.engines.rayservice.engine import SERVE_PROXY_HEALTH_PATH
-from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH, VLLMAPIKeyMiddleware
+from eks_inference.serve.api_key_auth import (
+    API_KEY_ENV,
+    HEALTH_PATH,
+    APIKeyMiddleware,
+    VLLMAPIKeyMiddleware,
+)
 from eks_inference.serve.neuron.app import api_key_ingress
 from eks_inference.serve.neuron.server import OpenAIServer
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import served_model_names
-from tests.helpers.platforms import UPSTREAM
+from tests.helpers.platforms import REPO, UPSTREAM
 from tests.helpers.rendered import CONTEXT, VARIANT_DEPLOYMENTS, VARIANT_POOLS
 from tests.helpers.serve_fakes import KEYED_CONFIG, FakeEngine, HTTPResult, call_app
 
@@ -554,3 +559,47 @@ def test_adapters_answer_by_name_on_the_api(platform: PlatformSpec) -> None:
         answer = load_balancer(rules, host, f"{route.path or ''}/v1/chat/completions")
         assert answer.service == _service(spec)
         assert answer.path == "/v1/chat/completions"
+
+
+# -- NVIDIA Dynamo's frontend, behind the API-key proxy ----------------------------------------
+
+DYNAMO_FRONTEND_ROUTES = route_table("dynamo-1.6.1-frontend-routes.txt")
+
+
+def test_through_the_load_balancer_only_the_dynamo_frontends_v1_is_reached_and_with_the_key() -> (
+    None
+):
+    """The example Dynamo platform: every route of the frontend, under each deployment's
+    prefix and bare, either matches no listener rule (the default 404) or is its ``/v1``,
+    forwarded to the proxy's Service, where the proxy's check (the project's middleware, in
+    front of the frontend's routes here; its forwarding is tests/serve/test_api_key_proxy.py)
+    refuses it without the key and passes it with."""
+    platform = PlatformSpec.from_yaml(REPO / "examples" / "dynamo.yaml")
+    rules = listener_rules(group_ingresses(platform))
+    proxied = APIKeyMiddleware(table_app(DYNAMO_FRONTEND_ROUTES), KEY)
+    reached = refused_404 = 0
+    for spec, route in _routes(platform):
+        host = route.host or LOAD_BALANCER_HOST
+        for server_route in DYNAMO_FRONTEND_ROUTES:
+            target = server_route.concrete_path()
+            for path in client_requests(platform, spec, target):
+                answer = load_balancer(rules, host, path)
+                if answer.default_404:
+                    refused_404 += 1
+                    continue
+                assert answer.service == _service(spec) == spec.name, (spec.name, path)
+                assert answer.path == target
+                assert _is_api(target), (spec.name, path)
+                if server_route.method == "WEBSOCKET":
+                    refused = asyncio.run(_websocket(proxied, target, None))
+                    assert refused == [{"type": "websocket.close", "code": 1008}]
+                    continue
+                assert call(proxied, server_route, target, None).status == 401
+                assert call(proxied, server_route, target, KEY).json() == {
+                    "reached": server_route.path
+                }
+                reached += 1
+    assert reached > 0
+    assert refused_404 > 0
+    non_api = {r.path for r in DYNAMO_FRONTEND_ROUTES if not _is_api(r.path)}
+    assert {"/metrics", "/busy_threshold", "/docs", "/openapi.json", "/live"} <= non_api

@@ -171,7 +171,7 @@ def test_disaggregation_is_refused_by_engines_that_do_not_disaggregate() -> None
     )
     assert problems["disaggregation"] == (
         "engine vllm (a standalone vLLM Deployment) does not serve prefill and decode on "
-        "separate workers; remove disaggregation"
+        "separate workers; remove disaggregation, or use engine: dynamo"
     )
 
 

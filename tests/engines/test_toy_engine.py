@@ -67,7 +67,7 @@ def test_an_unregistered_engine_fails_naming_the_field_and_the_registered_engine
     with pytest.raises(ValidationError) as raised:
         ModelDeploymentSpec.model_validate(TOY)
     assert _problems(raised.value) == {
-        ("engine",): "unknown engine 'toy'; use one of vllm, rayservice, kserve, triton "
+        ("engine",): "unknown engine 'toy'; use one of vllm, rayservice, kserve, triton, dynamo "
         "(or register an engine of that name)"
     }
 
@@ -115,6 +115,7 @@ def test_the_json_schema_lists_the_registered_engines(toy_registered: ToyEngine)
         "rayservice",
         "kserve",
         "triton",
+        "dynamo",
         "toy",
     ]
 
@@ -206,14 +207,20 @@ def test_the_toy_engines_options_are_refused_on_other_engines(toy_registered: To
         )
     assert _problems(raised.value) == {
         ("options",): "engine vllm has no options; remove options (engines with options: "
-        "kserve, triton, toy)"
+        "kserve, triton, dynamo, toy)"
     }
 
 
 def test_the_json_schema_offers_the_toy_engines_options(toy_registered: ToyEngine) -> None:
     schema = ModelDeploymentSpec.model_json_schema()
     choices = schema["properties"]["options"]["anyOf"]
-    assert [choice.get("x-engine") for choice in choices] == ["kserve", "triton", "toy", None]
+    assert [choice.get("x-engine") for choice in choices] == [
+        "kserve",
+        "triton",
+        "dynamo",
+        "toy",
+        None,
+    ]
     toy = next(choice for choice in choices if choice.get("x-engine") == "toy")
     toy_schema = schema["$defs"][toy["$ref"].rsplit("/", 1)[1]] if "$ref" in toy else toy
     assert toy_schema["properties"]["warm_replicas"] == {

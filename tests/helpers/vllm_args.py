@@ -163,15 +163,18 @@ def _value_problem(option: ServeOption, value: str) -> str | None:
     return None
 
 
-def serve_args_problems(args: list[str], options: Mapping[str, ServeOption]) -> list[str]:
+def serve_args_problems(
+    args: list[str], options: Mapping[str, ServeOption], *, positional: bool = True
+) -> list[str]:
     """What vLLM's parser would refuse in ``vllm serve`` ``args``: the model first
     (positional), then options it has, flags with no value, each value of its option's kind,
-    no option given twice unless repeatable."""
+    no option given twice unless repeatable. With ``positional=False`` (a parser without the
+    positional model, as Dynamo's worker and frontend), options only."""
     problems = []
-    if not args or args[0].startswith("-"):
+    if positional and (not args or args[0].startswith("-")):
         problems.append("the model must come first, as the positional model_tag")
     seen: set[str] = set()
-    i = 1
+    i = 1 if positional else 0
     while i < len(args):
         name = args[i]
         i += 1

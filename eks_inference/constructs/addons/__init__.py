@@ -35,6 +35,7 @@ from constructs import Construct
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.constructs.addons.api_keys import ApiKeys
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscaler
+from eks_inference.constructs.addons.dynamo import DynamoPlatform, DynamoPlatformOptions
 from eks_inference.constructs.addons.fsx_csi import FsxCsiDriver
 from eks_inference.constructs.addons.karpenter import KarpenterNodeProvisioning
 from eks_inference.constructs.addons.kserve import KServe
@@ -59,6 +60,7 @@ PROVIDERS: tuple[type[Provider], ...] = (
     LoadBalancerController,
     ApiKeys,
     KServe,
+    DynamoPlatform,
 )
 
 
@@ -190,6 +192,8 @@ __all__ = [
     "PROVIDERS",
     "ApiKeys",
     "ClusterAutoscaler",
+    "DynamoPlatform",
+    "DynamoPlatformOptions",
     "FsxCsiDriver",
     "InferenceAddons",
     "InferenceObservability",

@@ -300,7 +300,8 @@ def test_kserve_options_are_refused_for_an_engine_without_options() -> None:
             )
         )
     assert _problems(raised.value)["options"] == (
-        "engine rayservice has no options; remove options (engines with options: kserve, triton)"
+        "engine rayservice has no options; remove options (engines with options: kserve, triton, "
+        "dynamo)"
     )
 
 

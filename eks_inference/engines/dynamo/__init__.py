@@ -1,0 +1,1 @@
+"""NVIDIA Dynamo (``engine: dynamo``): its options, rules, graph and observation."""

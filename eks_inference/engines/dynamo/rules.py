@@ -1,0 +1,163 @@
+"""Dynamo's rules: a graph's split is said once, each worker group fits its GPUs, and the KV
+cache has a way from prefill to decode.
+
+Every number comes from the sizing code every engine's fit rule uses
+(:mod:`eks_inference.catalog.sizing`): a group's tensor-parallel degree must be one the
+instance's topology and the model's heads allow (:func:`~eks_inference.catalog.sizing.
+tensor_parallel_problem`), and its weights plus worst-case KV cache at the deployment's
+``max_model_len`` and ``max_num_seqs`` must fit the group's GPUs
+(:func:`~eks_inference.catalog.sizing.memory_fit`).
+
+The KV transfer (:func:`kv_transport`): NIXL moves a prompt's KV cache from a prefill worker's
+GPUs to a decode worker's. Within one node it goes over PCIe (NIXL's UCX backend, CUDA IPC);
+across nodes it needs a network that carries GiB per request (a Llama-3.1-70B prompt of 8k
+tokens is 2.5 GiB of KV cache), which is EFA (RDMA). The node pools of this platform attach
+no EFA interfaces, so a graph is kept on one node: its prefill and decode workers together
+hold at most the node's GPUs, and every worker prefers the node of the others (pod affinity,
+:func:`eks_inference.engines.dynamo.graph.worker_pod`). A graph larger than a node is
+refused, naming the instance's EFA.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from eks_inference.catalog import MODELS, sizing
+from eks_inference.engines.dynamo.options import dynamo_options, split_of
+from eks_inference.specification.kv_serving import WorkerGroup
+from eks_inference.specification.validation import Problems
+
+if TYPE_CHECKING:
+    from eks_inference.specification.deployment import ModelDeploymentSpec
+
+#: Where the KV cache goes over between the groups of a graph on one node: PCIe, through
+#: NIXL's UCX backend (CUDA IPC).
+WITHIN_NODE = "one node, PCIe (NIXL)"
+
+
+def kv_transport(spec: ModelDeploymentSpec) -> str | None:
+    """How the KV cache moves from prefill to decode (``None``: aggregated, it does not),
+    and whether the instance's EFA, which the pools do not attach, would carry it further."""
+    if split_of(spec) is None:
+        return None
+    network = "not attached" if spec.instance.efa else "none"
+    return f"{WITHIN_NODE}; EFA: {network}"
+
+
+def check_split_given_once(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """The split is in ``options`` or in ``disaggregation``, not both, and not with
+    ``mode: aggregated``."""
+    options = dynamo_options(spec)
+    written = [name for name in ("prefill", "decode") if getattr(options, name) is not None]
+    if spec.disaggregation is not None and written:
+        problems.add(
+            ("disaggregation",),
+            f"the prefill/decode split is given twice, here and in options."
+            f"{' and options.'.join(written)}; remove disaggregation, or options.prefill "
+            "and options.decode",
+        )
+    if options.mode == "aggregated" and (written or spec.disaggregation is not None):
+        field = ("options", written[0]) if written else ("disaggregation",)
+        problems.add(
+            field,
+            "mode: aggregated serves no prefill/decode split; remove it, or set "
+            "options.mode: disaggregated",
+        )
+
+
+def check_groups_serve_one_model(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """Both groups serve the deployment's model: same weights, dtype and KV block size."""
+    options = dynamo_options(spec)
+    for name in ("prefill", "decode"):
+        group = getattr(options, name)
+        if group is None or group.model is None or _model_id(group.model) == spec.model.id:
+            continue
+        problems.add(
+            ("options", name, "model"),
+            f"the {name} workers would serve {group.model} and the graph serves "
+            f"{spec.model.id}: the KV cache of a prefill worker is valid only for a decode "
+            f"worker with the same weights, dtype ({spec.model.architecture.dtype}) and KV "
+            f"block size ({spec.limits.block_size}); remove options.{name}.model, or set it "
+            "to the deployment's model",
+            group.model,
+        )
+
+
+def check_groups_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """Each group's TP suits the instance and the model, and its workers fit their GPUs."""
+    split = split_of(spec)
+    if split is None:
+        return
+    for name, group in split.groups.groups:
+        path = (*split.field, name, "tensor_parallel_size")
+        problem = _group_problem(spec, group)
+        if problem is not None:
+            problems.add(path, problem, group.tensor_parallel_size)
+
+
+def check_one_node(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """The graph's workers hold at most one node's GPUs, so the KV cache never crosses
+    nodes (the pools attach no EFA: see the module)."""
+    split = split_of(spec)
+    if split is None:
+        return
+    instance = spec.instance
+    used = split.groups.accelerators
+    if used <= instance.cores:
+        return
+    groups = ", ".join(
+        f"{name} {g.replicas} x TP {g.tensor_parallel_size}" for name, g in split.groups.groups
+    )
+    network = (
+        "it has EFA, but the node pools attach no EFA interfaces"
+        if instance.efa
+        else "it has no EFA, and TCP cannot carry GiB of KV cache per request in time"
+    )
+    problems.add(
+        (*split.field, "prefill", "replicas"),
+        f"the graph ({groups}) needs {sizing.accelerator_units(instance, used)}, more than "
+        f"one {instance.name} ({instance.cores}), so its KV cache would cross nodes without a "
+        f"transport: {network}; keep prefill and decode within {instance.cores} GPUs, or use "
+        "a larger instance type",
+        split.groups.prefill.replicas,
+    )
+
+
+def _model_id(name: str) -> str:
+    entry = MODELS.get(name)
+    return name if entry is None else entry.hf_id
+
+
+def _group_problem(spec: ModelDeploymentSpec, group: WorkerGroup) -> str | None:
+    arch, instance, limits = spec.model.architecture, spec.instance, spec.limits
+    tp = group.tensor_parallel_size
+    problem = sizing.tensor_parallel_problem(arch, instance, tp)
+    usable = sizing.usable_tensor_parallel(arch, instance)
+    if problem is not None:
+        return f"{problem}; use one of {list(usable)}"
+    fit = sizing.memory_fit(
+        arch, instance, tp, limits.max_model_len, limits.max_num_seqs, limits.gpu_memory_utilization
+    )
+    if fit.fits:
+        return None
+    larger = [
+        t
+        for t in usable
+        if t > tp
+        and sizing.memory_fit(
+            arch,
+            instance,
+            t,
+            limits.max_model_len,
+            limits.max_num_seqs,
+            limits.gpu_memory_utilization,
+        ).fits
+    ]
+    fix = f"use tensor_parallel_size {larger[0]}" if larger else "lower limits.max_num_seqs"
+    return (
+        f"{spec.model.id} does not fit {sizing.accelerator_units(instance, tp)} of "
+        f"{instance.name}: weights {sizing.gib(fit.weight_bytes + fit.padding_bytes):.1f} GiB "
+        f"+ KV cache {sizing.gib(fit.kv_cache_bytes):.1f} GiB ({limits.max_num_seqs} x "
+        f"{limits.max_model_len} tokens) > {sizing.gib(fit.capacity_bytes):.1f} GiB usable; "
+        f"{fix}"
+    )
