@@ -125,3 +125,21 @@ def kserve_predictor_name(deployment_name: str) -> str:
     ``<name>-predictor.<namespace>.svc.cluster.local``, and names its revisions after it.
     """
     return f"{deployment_name}-predictor"
+
+
+# Routing through the endpoint picker (``routing``): the InferencePool CRD, and the Services of
+# a deployment's picker (the EPP's ext-proc and metrics) and proxy (what the load balancer
+# forwards to).
+INFERENCEPOOL_CRD = "inferencepools.inference.networking.k8s.io"
+PICKER_ROLE = "picker"
+PROXY_ROLE = "proxy"
+
+
+def picker_service_name(deployment_name: str) -> str:
+    """The Service of a deployment's endpoint picker (the EPP)."""
+    return f"{deployment_name}-{PICKER_ROLE}"
+
+
+def proxy_service_name(deployment_name: str) -> str:
+    """The Service of a deployment's routing proxy, the load balancer's backend."""
+    return f"{deployment_name}-{PROXY_ROLE}"

@@ -272,3 +272,14 @@ TRITON_SERVER_VERSION = "2.63.0"
 TRITON_VLLM_VERSION = "0.11.0"
 TRITON_VLLM_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-vllm-python-py3"
 TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-py3"
+# Prefix- and KV-cache-aware routing (``routing``): the Gateway API Inference Extension's
+# InferencePool (GA as inference.networking.k8s.io/v1 in v1.6.0, whose CRD the routing add-on
+# applies) and llm-d-router's endpoint picker (EPP) v0.10.0 with the Envoy its standalone chart
+# runs in front of it. The EPP image is the one the release publishes under the release tag
+# (.github/ISSUE_TEMPLATE/new-release.md at v0.10.0); the Envoy image is the one the pinned
+# standalone chart's preset runs (config/charts/llm-d-router-standalone/values.yaml). Neither
+# carries data, so both are pinned by tag.
+INFERENCE_EXTENSION_VERSION = "v1.6.0"
+LLM_D_ROUTER_VERSION = "v0.10.0"
+ENDPOINT_PICKER_IMAGE = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:{LLM_D_ROUTER_VERSION}"
+ROUTING_PROXY_IMAGE = "docker.io/envoyproxy/envoy:distroless-v1.33.2"

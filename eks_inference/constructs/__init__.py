@@ -6,6 +6,7 @@ from eks_inference.constructs.addons import (
     ClusterAutoscaler,
     FsxCsiDriver,
     InferenceAddons,
+    InferenceExtension,
     InferenceObservability,
     KarpenterNodeProvisioning,
     KServe,
@@ -21,6 +22,7 @@ from eks_inference.constructs.addons.api_keys import ApiKeysOptions
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscalerOptions
 from eks_inference.constructs.addons.fsx_csi import FsxCsiDriverOptions
 from eks_inference.constructs.addons.helm import HelmAddon, HelmRelease, PinnedHelmChart
+from eks_inference.constructs.addons.inference_extension import InferenceExtensionOptions
 from eks_inference.constructs.addons.karpenter import KarpenterOptions
 from eks_inference.constructs.addons.kserve import KServeOptions
 from eks_inference.constructs.addons.kuberay import KubeRayOptions
@@ -55,6 +57,8 @@ __all__ = [
     "HelmRelease",
     "InferenceAddons",
     "InferenceCluster",
+    "InferenceExtension",
+    "InferenceExtensionOptions",
     "InferenceObservability",
     "KServe",
     "KServeOptions",

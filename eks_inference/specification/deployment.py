@@ -39,6 +39,7 @@ from eks_inference.specification.endpoints import DeploymentEndpoint
 from eks_inference.specification.engine_registry import EngineName, EngineOptions, options_by_engine
 from eks_inference.specification.kv_serving import Disaggregation, KvCacheOffload
 from eks_inference.specification.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
+from eks_inference.specification.routing import Routing
 from eks_inference.specification.validation import (
     Problems,
     RuleBook,
@@ -267,6 +268,12 @@ class ModelDeploymentSpec(BaseModel):
     disaggregation: Disaggregation | None = Field(
         default=None,
         description="Prefill and decode workers apart (engine: dynamo); absent: aggregated.",
+    )
+    routing: Routing | None = Field(
+        default=None,
+        description="Which replica serves a request: absent or picker: round_robin, the load "
+        "balancer's round robin; prefix_cache or kv_cache_load, the Inference Extension's "
+        "endpoint picker (engine: vllm on GPUs).",
     )
 
     @property

@@ -28,6 +28,7 @@ from eks_inference.specification.engine_rules import (
     supported_loader_problem,
 )
 from eks_inference.specification.kv_serving_rules import check_kv_cache
+from eks_inference.specification.routing_rules import check_replicas_to_pick_from
 from eks_inference.specification.validation import Problems, Rule
 from eks_inference.specification.weights_rules import image_size_problem, mountpoint_cache_problem
 
@@ -242,6 +243,7 @@ _RULES = (
         _check_poor_compile_architecture,
     ),
     _rule("kv_cache engine instance_type model tensor_parallel_size", check_kv_cache),
+    _rule("routing scaling.max_replicas", check_replicas_to_pick_from),
     *FIELD_NEED_RULES,
 )
 

@@ -31,10 +31,12 @@ from eks_inference.constructs import (
     PlatformAddons,
 )
 from eks_inference.constructs._stacks import record_nested_stack
+from eks_inference.constructs.addons.inference_extension import InferenceExtension
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import Placement, PlatformSpec
 from eks_inference.specification.routes import Route, api_key_secret_name, base_url_outputs
+from eks_inference.specification.routing_rules import picks_endpoints
 
 # Where the controller writes the load balancer's DNS name on an Ingress it serves; it appears
 # a minute or two after the Ingress, once the load balancer exists.
@@ -106,7 +108,9 @@ class InferenceStack(Stack):
     in ``k8s_manifests/`` and the template agree), the :class:`InferenceCluster` with one
     node group per pool, its :class:`InferenceAddons` and :class:`InferenceObservability`
     (metrics, dashboards, alerts, KEDA), :class:`KServe` (:attr:`kserve`) when a deployment's
-    engine serves InferenceServices (``engine: kserve``), and for every deployment a
+    engine serves InferenceServices (``engine: kserve``), :class:`InferenceExtension`
+    (:attr:`inference_extension`, the InferencePool CRD) when a deployment routes through an
+    endpoint picker (``routing``), and for every deployment a
     :class:`DeploymentStack` holding its :class:`ModelDeployment` (:attr:`deployments`). The
     stack composes them: every add-on registers what it provides with one
     :class:`PlatformAddons` (:attr:`platform_addons`), which each deployment is handed and
@@ -211,6 +215,12 @@ class InferenceStack(Stack):
         self.kserve: KServe | None = (
             KServe(self.cluster, "KServe", platform=self.platform_addons)
             if needed & set(KServe.PROVIDES.crds)
+            else None
+        )
+        # The InferencePool CRD only when a deployment routes through an endpoint picker.
+        self.inference_extension: InferenceExtension | None = (
+            InferenceExtension(self.cluster, "InferenceExtension", platform=self.platform_addons)
+            if any(picks_endpoints(spec) for spec in platform.deployments)
             else None
         )
         self.load_balancer_controller: LoadBalancerController | None = None

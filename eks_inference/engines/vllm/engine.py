@@ -34,7 +34,11 @@ from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.observed import DeploymentKind, EngineMetrics
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
-from eks_inference.specification.capabilities import AutoscalesOnQueue, OffloadsKvCache
+from eks_inference.specification.capabilities import (
+    AutoscalesOnQueue,
+    OffloadsKvCache,
+    PicksEndpoints,
+)
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engine_rules import fixed_unless_autoscaled
 from eks_inference.specification.kv_serving_rules import replica_memory_mib
@@ -188,6 +192,10 @@ class VllmEngine(server_deployment.DeploymentEngine):
         # LMCache is built for CUDA; the Neuron image has no KV connector for it.
         OffloadsKvCache(frozenset({Accelerator.NVIDIA})),
         AutoscalesOnQueue(),
+        # One replica per pod, serving the OpenAI API on its own port, with the vllm: metrics
+        # the picker's scorers read. On GPUs only: the Neuron image's vLLM 0.16 publishes no
+        # prefix-cache state worth routing on, and the picker's routing is untested there.
+        PicksEndpoints(frozenset({Accelerator.NVIDIA})),
     )
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
