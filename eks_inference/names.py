@@ -143,3 +143,10 @@ def picker_service_name(deployment_name: str) -> str:
 def proxy_service_name(deployment_name: str) -> str:
     """The Service of a deployment's routing proxy, the load balancer's backend."""
     return f"{deployment_name}-{PROXY_ROLE}"
+
+
+# The proxy's clusters: requests to the endpoint the picker named, and those it named none
+# for (the picker down, failing open), which go round robin to the deployment's Service.
+# Their request counters are how the fall-back is observed.
+PICKED_CLUSTER = "picked_endpoint"
+FALLBACK_CLUSTER = "round_robin_fallback"

@@ -54,13 +54,14 @@ from eks_inference.charts.routing_proxy import (
     EXT_PROC_PORT,
     PROXY_CONFIG_DIR,
     PROXY_CONFIG_FILE,
+    PROXY_METRICS_PATH,
     PROXY_PORT,
     PROXY_READY_PATH,
     PROXY_READY_PORT,
     PROXY_REPLICAS,
     proxy_config,
 )
-from eks_inference.charts.serving import Backend, serving_engine
+from eks_inference.charts.serving import Backend, MetricsTarget, serving_engine
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import Placement
@@ -432,6 +433,23 @@ def proxy_objects(spec: ModelDeploymentSpec, placement: Placement) -> list[Json]
         },
     )
     return [_config_map(name, labels, PROXY_CONFIG_FILE, text), deployment, service]
+
+
+def routing_metrics_targets(spec: ModelDeploymentSpec) -> list[tuple[MetricsTarget, str]]:
+    """What Prometheus scrapes of ``spec``'s routing, with the path: the picker's ``metrics``
+    port at ``/metrics``, the proxy's at Envoy's ``/stats/prometheus``."""
+    if not picks_endpoints(spec):
+        return []
+    return [
+        (
+            MetricsTarget(PICKER, {"matchLabels": selector_labels(spec, PICKER)}, "metrics"),
+            "/metrics",
+        ),
+        (
+            MetricsTarget(PROXY, {"matchLabels": selector_labels(spec, PROXY)}, "metrics"),
+            PROXY_METRICS_PATH,
+        ),
+    ]
 
 
 def router_objects(spec: ModelDeploymentSpec, placement: Placement) -> list[Json]:

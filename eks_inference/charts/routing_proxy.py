@@ -30,8 +30,8 @@ PROXY_METRICS_PATH = "/stats/prometheus"
 PROXY_REPLICAS = 2
 # The header the picker names its endpoint in, which the original-destination cluster reads.
 DESTINATION_HEADER = "x-gateway-destination-endpoint"
-FALLBACK_CLUSTER = "round_robin_fallback"
-PICKED_CLUSTER = "picked_endpoint"
+FALLBACK_CLUSTER = names.FALLBACK_CLUSTER
+PICKED_CLUSTER = names.PICKED_CLUSTER
 PICKER_CLUSTER = "ext_proc"
 PROXY_CONFIG_FILE = "envoy.yaml"
 PROXY_CONFIG_DIR = "/etc/envoy"

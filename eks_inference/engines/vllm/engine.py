@@ -32,7 +32,13 @@ from eks_inference.charts.model_server import (
 from eks_inference.charts.serving import ChartObjects, ServerInputs, WeightsVolume
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.observability.observed import DeploymentKind, EngineMetrics
+from eks_inference.observability import routing as routing_observed
+from eks_inference.observability.observed import (
+    DeploymentKind,
+    EngineAlert,
+    EngineMetrics,
+    EnginePanel,
+)
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.capabilities import (
     AutoscalesOnQueue,
@@ -252,6 +258,14 @@ class VllmEngine(server_deployment.DeploymentEngine):
 
     def metrics(self, spec: ModelDeploymentSpec) -> EngineMetrics:
         return vllm_server.vllm_metrics()
+
+    def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
+        """With an endpoint picker (``routing``): the picker failing open."""
+        return routing_observed.alerts(spec)
+
+    def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
+        """With an endpoint picker: its decisions, prefix-cache hits and fall-back."""
+        return routing_observed.panels(spec)
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         if spec.scaling.autoscale:
