@@ -35,6 +35,7 @@ from eks_inference.specification.deployment import Limits, ModelDeploymentSpec
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import key_in_clear_warnings
+from eks_inference.specification.routing_rules import one_replica_notes
 
 # A configuration planned without a spec uses a deployment's default limits.
 _DEFAULTS = Limits()
@@ -490,5 +491,6 @@ def plan_platform(
             *plan_warnings(platform, spot_prices),
             *platform.topology_policy_notes(),
             *key_in_clear_warnings(platform.routes()),
+            *one_replica_notes(platform.deployments),
         ),
     )

@@ -7,6 +7,8 @@ behind a picker at all is the capability rule's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from eks_inference import names
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.validation import Problems
@@ -41,3 +43,15 @@ def routing_services(spec: ModelDeploymentSpec) -> tuple[str, ...]:
     if not picks_endpoints(spec):
         return ()
     return (names.picker_service_name(spec.name), names.proxy_service_name(spec.name))
+
+
+def one_replica_notes(deployments: Sequence[ModelDeploymentSpec]) -> tuple[str, ...]:
+    """What ``plan`` notes of a picker that may run with one replica (``min_replicas: 1``
+    with room to grow): until a second replica runs, the picker cannot help."""
+    return tuple(
+        f"deployment {spec.name!r}: picker: {spec.routing.picker} chooses between replicas, "
+        f"and it runs {spec.scaling.min_replicas} while idle; with one replica every request "
+        "goes to it and the picker only adds a hop (it helps once a second replica runs)"
+        for spec in deployments
+        if spec.routing is not None and spec.routing.picks and spec.scaling.min_replicas < 2
+    )

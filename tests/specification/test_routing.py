@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
+from eks_inference.ops.plan import plan_platform
 from eks_inference.specification.capabilities import PicksEndpoints
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engines import registered_engines
+from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routing import DEFAULT_WEIGHTS, Routing
 from tests.helpers.cli import run_cli
 from tests.helpers.errors import errors_of, one_line_error
@@ -140,3 +142,16 @@ def test_the_console_script_refuses_it_in_one_line(
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(data))
     one_line_error(run_cli("plan", "--platform", path, cwd=tmp_path), 2, expected)
+
+
+def test_plan_notes_a_picker_that_may_run_with_one_replica() -> None:
+    data = example("prefix-routing")
+    two = PlatformSpec.model_validate(data)
+    assert not [w for w in plan_platform(two).warnings if "picker" in w]
+    data["deployments"][0]["scaling"] = {"min_replicas": 1, "max_replicas": 2, "autoscale": True}
+    data["node_pools"][1]["max_size"] = 3
+    (note,) = [
+        w for w in plan_platform(PlatformSpec.model_validate(data)).warnings if "picker" in w
+    ]
+    assert note.startswith("deployment 'llama-routed': picker: prefix_cache chooses between")
+    assert "with one replica every request goes to it" in note
