@@ -155,3 +155,12 @@ def test_plan_notes_a_picker_that_may_run_with_one_replica() -> None:
     ]
     assert note.startswith("deployment 'llama-routed': picker: prefix_cache chooses between")
     assert "with one replica every request goes to it" in note
+
+
+def test_a_deployment_named_like_a_pickers_service_is_refused() -> None:
+    data = example("prefix-routing")
+    (routed,) = data["deployments"]
+    data["deployments"].append({**routed, "name": "llama-routed-proxy", "routing": None})
+    data["node_pools"][1]["max_size"] = 6
+    errors = errors_of(data)
+    assert "needs the Service 'llama-routed-proxy'" in errors["deployments.1.name"]
