@@ -164,3 +164,21 @@ def test_a_deployment_named_like_a_pickers_service_is_refused() -> None:
     data["node_pools"][1]["max_size"] = 6
     errors = errors_of(data)
     assert "needs the Service 'llama-routed-proxy'" in errors["deployments.1.name"]
+
+
+def test_a_routed_deployment_is_refused_as_a_splits_target() -> None:
+    data = example("prefix-routing")
+    (routed,) = data["deployments"]
+    data["deployments"].append({**routed, "name": "llama-plain", "routing": None})
+    data["node_pools"][1]["max_size"] = 6
+    data["endpoint"]["splits"] = [
+        {
+            "name": "chat",
+            "traffic": [
+                {"deployment": "llama-routed", "weight": 90},
+                {"deployment": "llama-plain", "weight": 10},
+            ],
+        }
+    ]
+    errors = errors_of(data)
+    assert "routes through its endpoint picker" in errors["endpoint.splits.0.traffic.0.deployment"]
