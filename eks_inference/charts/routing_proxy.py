@@ -58,6 +58,18 @@ def _typed(kind: str, **config: Any) -> Json:
     return {"@type": f"type.googleapis.com/{kind}", **config}
 
 
+# Connections to the servers (HTTP/1.1) are closed after this long idle: before a server
+# closes them itself, at its keep-alive (vLLM's default 5 s when not exposed, the load
+# balancer's idle timeout and a margin when exposed), which would fail the request Envoy sent
+# on a connection the server was closing.
+SERVER_IDLE_TIMEOUT_S = 4
+_SERVER_CONNECTIONS = {
+    "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+        "common_http_protocol_options": {"idle_timeout": f"{SERVER_IDLE_TIMEOUT_S}s"},
+        "explicit_http_config": {"http_protocol_options": {}},
+    }
+}
 _HCM = "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 _ROUTER = _typed("envoy.extensions.filters.http.router.v3.Router", suppress_envoy_headers=True)
 
@@ -218,12 +230,14 @@ def proxy_config(spec: ModelDeploymentSpec) -> str:
                         "use_http_header": True,
                         "http_header_name": DESTINATION_HEADER,
                     },
+                    "typed_extension_protocol_options": _SERVER_CONNECTIONS,
                 },
                 _cluster(
                     FALLBACK_CLUSTER,
                     "STRICT_DNS",
                     service_host.format(spec.name),
                     OPENAI_PORT,
+                    typed_extension_protocol_options=_SERVER_CONNECTIONS,
                 ),
                 _cluster(
                     PICKER_CLUSTER,

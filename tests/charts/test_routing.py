@@ -329,3 +329,17 @@ def test_the_picker_changes_nothing_of_the_servers() -> None:
     /metrics and the prompts the picker sees: no vLLM flag or variable is needed."""
     plain = _named("Deployment", NAME, render_platform(_platform(), CONTEXT)[NAME])
     assert _named("Deployment", NAME) == plain
+
+
+def test_the_proxy_closes_idle_server_connections_before_the_servers_do() -> None:
+    servers = _named("Deployment", NAME)
+    (container,) = servers["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    keep_alive = int(env["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"])
+    clusters = _clusters(_proxy_config())
+    for name in (routing_proxy.PICKED_CLUSTER, routing_proxy.FALLBACK_CLUSTER):
+        options = clusters[name]["typed_extension_protocol_options"]
+        (http,) = options.values()
+        idle = int(http["common_http_protocol_options"]["idle_timeout"].removesuffix("s"))
+        # Below the exposed servers' keep-alive, and below vLLM's default (5 s) when not exposed.
+        assert idle < min(keep_alive, 5)
