@@ -104,6 +104,8 @@ _NONROOT_SECURITY: Json = {
 # Sized for a few replicas behind one picker; the chart's 8 CPUs serve large pools. Memory is
 # limited, CPU only requested, as the chart does: both burst with the request rate, and a
 # throttled picker would delay every request's first byte.
+# What the proxy is given to exit after its drain.
+_PROXY_EXIT_S = 10
 _PICKER_MEMORY, _PICKER_CPU = {"memory": "1Gi"}, {"cpu": "1"}
 _PROXY_MEMORY, _PROXY_CPU = {"memory": "512Mi"}, {"cpu": "500m"}
 
@@ -361,6 +363,7 @@ def proxy_objects(spec: ModelDeploymentSpec, placement: Placement) -> list[Json]
     labels = object_labels(spec, PROXY)
     selector = selector_labels(spec, PROXY)
     text = proxy_config(spec)
+    drain = backend(spec).deregistration_delay_seconds
     container = {
         "name": "envoy",
         "image": ROUTING_PROXY_IMAGE,
@@ -383,6 +386,9 @@ def proxy_objects(spec: ModelDeploymentSpec, placement: Placement) -> list[Json]
             {"name": "http", "containerPort": PROXY_PORT, "protocol": "TCP"},
             {"name": "metrics", "containerPort": PROXY_READY_PORT, "protocol": "TCP"},
         ],
+        # Envoy stops at once on SIGTERM: it serves on while the load balancer drains the
+        # target (as long as it drains a server's), so no request in flight is cut short.
+        "lifecycle": {"preStop": {"sleep": {"seconds": drain}}},
         "readinessProbe": pod.http_probe(
             PROXY_READY_PATH,
             port=PROXY_READY_PORT,
@@ -399,6 +405,7 @@ def proxy_objects(spec: ModelDeploymentSpec, placement: Placement) -> list[Json]
     }
     pod_spec: Json = {
         "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": drain + _PROXY_EXIT_S,
         "containers": [container],
         "volumes": [
             {"name": "config", "configMap": {"name": name}},

@@ -343,3 +343,16 @@ def test_the_proxy_closes_idle_server_connections_before_the_servers_do() -> Non
         idle = int(http["common_http_protocol_options"]["idle_timeout"].removesuffix("s"))
         # Below the exposed servers' keep-alive, and below vLLM's default (5 s) when not exposed.
         assert idle < min(keep_alive, 5)
+
+
+def test_the_proxy_serves_on_while_the_load_balancer_drains_it() -> None:
+    annotations = _named("Ingress", NAME)["metadata"]["annotations"]
+    attributes = dict(
+        kv.split("=")
+        for kv in annotations["alb.ingress.kubernetes.io/target-group-attributes"].split(",")
+    )
+    drain = int(attributes["deregistration_delay.timeout_seconds"])
+    proxy = _named("Deployment", names.proxy_service_name(NAME))["spec"]["template"]["spec"]
+    (container,) = proxy["containers"]
+    assert container["lifecycle"]["preStop"]["sleep"]["seconds"] == drain
+    assert proxy["terminationGracePeriodSeconds"] > drain
