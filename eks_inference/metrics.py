@@ -458,6 +458,40 @@ DYNAMO_METRICS = (
     DYNAMO_FRONTEND_REQUEST_DURATION,
     VLLM_NIXL_TRANSFER_TIME,
 )
+# The endpoint picker and its proxy (``routing``): the EPP's counters and the prefix indexer's
+# histogram (labels ``status``; ``plugin_name``, ``plugin_type``), and Envoy's per-cluster
+# request counter, exported at /stats/prometheus with the cluster's name as the tag
+# ``envoy_cluster_name`` (Envoy's default tag extraction, cluster.<name>.upstream_rq_total).
+LLM_D_ROUTER = Source(
+    "llm-d-router endpoint picker",
+    "v0.10.0",
+    "pkg/epp/metrics/llm_d_router_metrics.go and pkg/epp/framework/plugins/requestcontrol/"
+    "dataproducer/approximateprefix/metrics.go at tag v0.10.0 of llm-d/llm-d-router",
+)
+ENVOY = Source(
+    "Envoy",
+    "1.33.2",
+    "cluster manager statistics (upstream_rq_total) and the admin /stats/prometheus output",
+)
+EPP_SCHEDULER_ATTEMPTS = Metric(
+    "llm_d_epp_scheduler_attempts_total",
+    Kind.COUNTER,
+    LLM_D_ROUTER,
+    "the picker's scheduling attempts, by status (success or failure)",
+)
+EPP_PREFIX_HIT_RATIO = Metric(
+    "llm_d_epp_prefix_indexer_hit_ratio",
+    Kind.HISTOGRAM,
+    LLM_D_ROUTER,
+    "share of a prompt's prefix the picker found cached on the replica it looked up, 0 to 1",
+)
+ENVOY_CLUSTER_REQUESTS = Metric(
+    "envoy_cluster_upstream_rq_total",
+    Kind.COUNTER,
+    ENVOY,
+    "requests the proxy sent to one of its clusters (envoy_cluster_name)",
+)
+ROUTING_METRICS = (EPP_SCHEDULER_ATTEMPTS, EPP_PREFIX_HIT_RATIO, ENVOY_CLUSTER_REQUESTS)
 
 ALL_METRICS: tuple[Metric, ...] = (
     *VLLM_METRICS,
@@ -470,6 +504,7 @@ ALL_METRICS: tuple[Metric, ...] = (
     *KNATIVE_METRICS,
     *TRITON_METRICS,
     *DYNAMO_METRICS,
+    *ROUTING_METRICS,
 )
 KNOWN_SERIES: frozenset[str] = frozenset(s for m in ALL_METRICS for s in m.series)
 """Every series name an expression of this project may read."""

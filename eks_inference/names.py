@@ -138,3 +138,26 @@ DYNAMO_NATS_LABELS = {"app.kubernetes.io/name": "nats"}
 DYNAMO_NATS_PORT = 4222
 # The graph component a Dynamo pod belongs to (frontend, worker, prefill, decode).
 DYNAMO_WORKER_ROLE_LABEL = "eks-inference.io/dynamo-component"
+# Routing through the endpoint picker (``routing``): the InferencePool CRD, and the Services of
+# a deployment's picker (the EPP's ext-proc and metrics) and proxy (what the load balancer
+# forwards to).
+INFERENCEPOOL_CRD = "inferencepools.inference.networking.k8s.io"
+PICKER_ROLE = "picker"
+PROXY_ROLE = "proxy"
+
+
+def picker_service_name(deployment_name: str) -> str:
+    """The Service of a deployment's endpoint picker (the EPP)."""
+    return f"{deployment_name}-{PICKER_ROLE}"
+
+
+def proxy_service_name(deployment_name: str) -> str:
+    """The Service of a deployment's routing proxy, the load balancer's backend."""
+    return f"{deployment_name}-{PROXY_ROLE}"
+
+
+# The proxy's clusters: requests to the endpoint the picker named, and those it named none
+# for (the picker down, failing open), which go round robin to the deployment's Service.
+# Their request counters are how the fall-back is observed.
+PICKED_CLUSTER = "picked_endpoint"
+FALLBACK_CLUSTER = "round_robin_fallback"

@@ -291,3 +291,14 @@ DYNAMO_PLATFORM_CHART = HelmChartVersion(
 # be brought here whole; 1.6.1's own graphs (its wheel's templates) use the same v1beta1
 # shape (`spec.components[]`: name, type, replicas, podTemplate), which the tests compare.
 DYNAMO_CRD_SCHEMA_VERSION = "1.5.0"
+# Prefix- and KV-cache-aware routing (``routing``): the Gateway API Inference Extension's
+# InferencePool (GA as inference.networking.k8s.io/v1 in v1.6.0, whose CRD the routing add-on
+# applies) and llm-d-router's endpoint picker (EPP) v0.10.0 with the Envoy its standalone chart
+# runs in front of it. The EPP image is the one the release publishes under the release tag
+# (.github/ISSUE_TEMPLATE/new-release.md at v0.10.0); the Envoy image is the one the pinned
+# standalone chart's preset runs (config/charts/llm-d-router-standalone/values.yaml). Neither
+# carries data, so both are pinned by tag.
+INFERENCE_EXTENSION_VERSION = "v1.6.0"
+LLM_D_ROUTER_VERSION = "v0.10.0"
+ENDPOINT_PICKER_IMAGE = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:{LLM_D_ROUTER_VERSION}"
+ROUTING_PROXY_IMAGE = "docker.io/envoyproxy/envoy:distroless-v1.33.2"

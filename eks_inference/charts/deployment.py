@@ -28,6 +28,8 @@ from eks_inference.charts.mountpoint import (
 )
 from eks_inference.charts.network_policy import network_policy_chart
 from eks_inference.charts.record import ChartRecord, chart_id, deployment_chart
+from eks_inference.charts.routing import ROLE as ROUTER_ROLE
+from eks_inference.charts.routing import router_needs, router_objects
 from eks_inference.charts.serving import ServerInputs, serving_engine
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.artifacts import artifact_prefix
@@ -63,6 +65,8 @@ class RenderedDeployment:
     artifacts: ChartRecord | None
     artifacts_volume: MountpointVolume | None
     server: ChartRecord
+    router: ChartRecord | None = None
+    """The endpoint picker and its proxy (``routing``); ``None`` without a picker."""
 
     @property
     def volumes(self) -> list[ChartRecord]:
@@ -71,8 +75,10 @@ class RenderedDeployment:
 
     @property
     def charts(self) -> list[ChartRecord]:
-        """Policies, volumes, then the model server: the order they are applied in."""
-        return [self.policies, *self.volumes, self.server]
+        """Policies, volumes, the model server, then its picker: the order they are applied
+        in."""
+        routed = [self.router] if self.router is not None else []
+        return [self.policies, *self.volumes, self.server, *routed]
 
 
 def deployment_charts(
@@ -94,6 +100,8 @@ def deployment_charts(
       Mountpoint volume of exactly the deployment's artifact key.
     - ``<name>-<component>``: the model server, as its engine renders it
       (:meth:`~eks_inference.charts.serving.ServingEngine.server`).
+    - ``<name>-router``: with an endpoint picker (``routing``), the InferencePool, the picker
+      and its proxy (:mod:`~eks_inference.charts.routing`), after the server they route to.
 
     The server chart is applied after the policy and volume charts (its ``after``), so its
     pods start with their flows allowed and their claims bound; the namespace
@@ -159,6 +167,14 @@ def deployment_charts(
         content.needs + engine.platform_needs(spec),
         after=[policies, *volumes],
     )
+    routed = router_objects(spec, placement)
+    router = (
+        deployment_chart(
+            spec, ROUTER_ROLE, routed, router_needs(spec, placement), after=[policies, server]
+        )
+        if routed
+        else None
+    )
     return RenderedDeployment(
         spec,
         placement,
@@ -170,6 +186,7 @@ def deployment_charts(
         artifacts,
         artifacts_volume,
         server,
+        router,
     )
 
 
@@ -239,7 +256,9 @@ def endpoint_charts(rendered: RenderedDeployment) -> list[ChartRecord]:
     if rendered.route is None:
         return []
     chart = endpoint_chart(rendered.spec, rendered.route, rendered.context)
-    return [chart.applied_after(rendered.server)]
+    # A routed deployment's Ingress forwards to its proxy, which must exist first.
+    routed = [rendered.router] if rendered.router is not None else []
+    return [chart.applied_after(rendered.server, *routed)]
 
 
 def needs_of(charts: Iterable[ChartRecord]) -> PlatformNeeds:

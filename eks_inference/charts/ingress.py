@@ -73,7 +73,8 @@ from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import PART_OF, api_object, metadata, object_labels
 from eks_inference.charts.record import ChartRecord, deployment_chart
-from eks_inference.charts.serving import Backend, serving_engine
+from eks_inference.charts.routing import backend
+from eks_inference.charts.serving import Backend
 from eks_inference.names import ALB_INGRESS_CLASS, COMPONENT_LABEL, INFERENCE_NAMESPACE
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.routes import Route
@@ -220,7 +221,8 @@ def ingress(spec: ModelDeploymentSpec, route: Route, vpc_cidr: str) -> dict[str,
     """
     if route.deployment != spec.name:
         raise ValueError(f"route of deployment {route.deployment!r} given for {spec.name!r}")
-    target = serving_engine(spec).backend(spec)
+    # The engine's servers, or the proxy of the deployment's endpoint picker (``routing``).
+    target = backend(spec)
     annotations = {**load_balancer_annotations(route, vpc_cidr), **target_annotations(target)}
     transforms = strip_prefix_transform(route.path) if route.path is not None else []
     if target.host_header is not None:
@@ -287,7 +289,7 @@ def endpoint_chart(spec: ModelDeploymentSpec, route: Route, context: RenderConte
         ENDPOINT_ROLE,
         [ingress(spec, route, context.vpc_cidr)],
         PlatformNeeds(
-            namespaces=(serving_engine(spec).backend(spec).namespace,),
+            namespaces=(backend(spec).namespace,),
             ingress_classes=(ALB_INGRESS_CLASS,),
         ),
     )

@@ -25,6 +25,7 @@ from eks_inference.charts import pod
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import PART_OF, api_object, metadata, object_labels
 from eks_inference.charts.record import ChartRecord, deployment_chart
+from eks_inference.charts.routing import routing_metrics_targets
 from eks_inference.charts.serving import serving_engine
 from eks_inference.metrics import require_known
 from eks_inference.names import INFERENCE_NAMESPACE, MONITORING_NAMESPACE
@@ -84,9 +85,11 @@ def pod_monitor(
     selector: Mapping[str, Any],
     port: str,
     relabelings: Sequence[Mapping[str, Any]],
+    path: str = METRICS_PATH,
 ) -> dict[str, Any]:
-    """A PodMonitor scraping ``port`` (a container port name) at ``/metrics`` of the pods
-    ``selector`` picks in ``namespace``, every :data:`SCRAPE_INTERVAL_SECONDS`."""
+    """A PodMonitor scraping ``port`` (a container port name) at ``path`` (``/metrics``
+    unless given) of the pods ``selector`` picks in ``namespace``, every
+    :data:`SCRAPE_INTERVAL_SECONDS`."""
     return api_object(
         MONITORING_API_VERSION,
         "PodMonitor",
@@ -97,7 +100,7 @@ def pod_monitor(
                 "podMetricsEndpoints": [
                     {
                         "port": port,
-                        "path": METRICS_PATH,
+                        "path": path,
                         "interval": _interval(),
                         "relabelings": [dict(r) for r in relabelings],
                     }
@@ -108,10 +111,23 @@ def pod_monitor(
 
 
 def _deployment_monitors(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
-    """The PodMonitors of ``spec``: one per metrics target of its engine."""
+    """The PodMonitors of ``spec``: one per metrics target of its engine, and with an
+    endpoint picker one for the picker and one for its proxy."""
     labels = object_labels(spec, ROLE)
     relabel = [_copy_pod_label(names.INSTANCE_LABEL, DEPLOYMENT_LABEL)]
-    return [
+    routed = [
+        pod_monitor(
+            f"{spec.name}-{target.name}",
+            INFERENCE_NAMESPACE,
+            labels,
+            target.selector,
+            target.port,
+            relabel,
+            path,
+        )
+        for target, path in routing_metrics_targets(spec)
+    ]
+    served = [
         pod_monitor(
             f"{spec.name}-{target.name}",
             INFERENCE_NAMESPACE,
@@ -122,6 +138,7 @@ def _deployment_monitors(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
         )
         for target in serving_engine(spec).metrics_targets(spec)
     ]
+    return [*served, *routed]
 
 
 def alert_rules(spec: ModelDeploymentSpec, signals: Signals) -> list[dict[str, Any]]:

@@ -24,9 +24,12 @@ from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.network_rules import components, peer, policy, ports, rule
 from eks_inference.charts.pod import Json
 from eks_inference.charts.record import ChartRecord, deployment_chart
+from eks_inference.charts.routing import PROXY
+from eks_inference.charts.routing import network_policies as routing_policies
 from eks_inference.charts.serving import serving_engine
-from eks_inference.names import INFERENCE_NAMESPACE, INSTANCE_LABEL
+from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE, INSTANCE_LABEL
 from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.routing_rules import picks_endpoints
 
 ROLE = "network-policy"
 DEFAULT_DENY_POLICY = "default-deny"
@@ -78,6 +81,9 @@ def network_policy_chart(spec: ModelDeploymentSpec, context: RenderContext) -> C
     - the engine's own flows (:meth:`~eks_inference.charts.serving.ServingEngine.
       network_policies`): for Ray Serve, the KubeRay operator to the head and the Ray pods
       among themselves.
+    - with an endpoint picker (``routing``), its proxy's and picker's flows
+      (:func:`~eks_inference.charts.routing.network_policies`); the proxy is then left out of
+      ``-egress`` below, so it reaches only DNS, the picker and the servers.
     - ``-egress``: every pod of the deployment (the compile job's included) reaches DNS
       (kube-dns over UDP and TCP 53), HTTPS (443) to any address (AWS endpoints and the
       API server), and the node's Pod Identity agent (``169.254.170.23:80``); the agent gives
@@ -119,17 +125,30 @@ def network_policy_chart(spec: ModelDeploymentSpec, context: RenderContext) -> C
         ),
         *engine.network_policies(spec, labels, servers),
     ]
+    dns = rule(
+        "to",
+        [peer(DNS_NAMESPACE, DNS_POD_LABELS)],
+        [*ports(DNS_PORT, protocol="UDP"), *ports(DNS_PORT)],
+    )
+    egress_pods: Json = {"matchLabels": instance}
+    if picks_endpoints(spec):
+        policies += routing_policies(
+            spec,
+            labels,
+            vpc_cidr=context.vpc_cidr,
+            dns=dns,
+            prometheus=peer(names.MONITORING_NAMESPACE, PROMETHEUS_LABELS),
+        )
+        egress_pods["matchExpressions"] = [
+            {"key": COMPONENT_LABEL, "operator": "NotIn", "values": [PROXY]}
+        ]
     policies.append(
         policy(
             f"{spec.name}-egress",
             labels,
-            {"matchLabels": instance},
+            egress_pods,
             egress=[
-                rule(
-                    "to",
-                    [peer(DNS_NAMESPACE, DNS_POD_LABELS)],
-                    [*ports(DNS_PORT, protocol="UDP"), *ports(DNS_PORT)],
-                ),
+                dns,
                 rule("to", [{"ipBlock": {"cidr": ANY_ADDRESS}}], ports(HTTPS_PORT)),
                 rule(
                     "to",

@@ -7,6 +7,7 @@ from eks_inference.constructs.addons import (
     DynamoPlatform,
     FsxCsiDriver,
     InferenceAddons,
+    InferenceExtension,
     InferenceObservability,
     KarpenterNodeProvisioning,
     KServe,
@@ -23,6 +24,7 @@ from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscaler
 from eks_inference.constructs.addons.dynamo import DynamoPlatformOptions
 from eks_inference.constructs.addons.fsx_csi import FsxCsiDriverOptions
 from eks_inference.constructs.addons.helm import HelmAddon, HelmRelease, PinnedHelmChart
+from eks_inference.constructs.addons.inference_extension import InferenceExtensionOptions
 from eks_inference.constructs.addons.karpenter import KarpenterOptions
 from eks_inference.constructs.addons.kserve import KServeOptions
 from eks_inference.constructs.addons.kuberay import KubeRayOptions
@@ -59,6 +61,8 @@ __all__ = [
     "HelmRelease",
     "InferenceAddons",
     "InferenceCluster",
+    "InferenceExtension",
+    "InferenceExtensionOptions",
     "InferenceObservability",
     "KServe",
     "KServeOptions",

@@ -22,10 +22,16 @@ from eks_inference.catalog import (
 )
 from eks_inference.catalog.spot_prices import SCARCE_SPOT_FAMILIES, SPOT_PRICES
 from eks_inference.observability.signals import Watch, signals_of
+from eks_inference.ops.deployment_sections import (
+    AdapterSlots,
+    KvTier,
+    SplitPlan,
+    adapter_slots,
+    kv_tiers,
+    split_plan,
+)
 from eks_inference.ops.errors import BadInput
 from eks_inference.ops.scale_to_zero import DEFAULT_IDLE_HOURS, ScaleToZero, scale_to_zero
-from eks_inference.specification.adapters_rules import adapter_cache_bytes
-from eks_inference.specification.capabilities import DisaggregatesPrefill
 from eks_inference.specification.cold_start import (
     ColdStart,
     Recommendation,
@@ -34,10 +40,10 @@ from eks_inference.specification.cold_start import (
     recommended_loader,
 )
 from eks_inference.specification.deployment import Limits, ModelDeploymentSpec
-from eks_inference.specification.engines import engine_of
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import key_in_clear_warnings
+from eks_inference.specification.routing_rules import one_replica_notes
 
 # A configuration planned without a spec uses a deployment's default limits.
 _DEFAULTS = Limits()
@@ -209,128 +215,6 @@ def _require_supported_context(model: ModelArchitecture, max_model_len: int) -> 
 def _cheapest_then_smallest(plan: ConfigurationPlan) -> tuple[float, int]:
     # Rounded so that float noise between degrees with equal bounds does not decide the tie.
     return round(plan.cost_per_million_tokens, 9), plan.tensor_parallel_size
-
-
-@dataclass(frozen=True)
-class KvTier:
-    """One tier of a replica's KV cache: its size and how many tokens of KV it holds."""
-
-    tier: str
-    gib: float
-    tokens: int
-
-
-def kv_tiers(spec: ModelDeploymentSpec) -> tuple[KvTier, ...]:
-    """A replica's KV tiers with ``kv_cache``: GPU memory beside the weights, then LMCache's
-    CPU and disk tiers; each token costs the bytes the architecture gives it
-    (:func:`~eks_inference.catalog.sizing.kv_tier_tokens`). Empty without ``kv_cache``."""
-    offload = spec.kv_cache
-    if offload is None:
-        return ()
-    arch, instance, tp = spec.model.architecture, spec.instance, spec.tensor_parallel_size
-    fit = spec.memory_fit
-    gpu_bytes = fit.kv_room_bytes
-    per_token = sizing.kv_cache_bytes_per_token(
-        arch, sizing.sharded_heads(arch, instance, tp).kv_heads
-    )
-    tiers = [
-        KvTier("GPU", sizing.gib(gpu_bytes), gpu_bytes // per_token),
-        KvTier("CPU", offload.cpu_gib, sizing.kv_tier_tokens(arch, instance, tp, offload.cpu_gib)),
-    ]
-    if offload.disk_gib is not None:
-        tokens = sizing.kv_tier_tokens(arch, instance, tp, offload.disk_gib)
-        tiers.append(KvTier("disk", offload.disk_gib, tokens))
-    return tuple(tiers)
-
-
-@dataclass(frozen=True)
-class AdapterSlots:
-    """A replica's LoRA adapter slots: how many, at which rank, the GPU memory they take out of
-    the KV cache's room, and the tokens of KV left and lost; the adapters kept in host memory
-    and the most they take there."""
-
-    adapters: int
-    slots: int
-    max_lora_rank: int
-    gib: float
-    kv_tokens: int
-    kv_tokens_cost: int
-    cpu_loras: int
-    cpu_gib: float
-
-
-def adapter_slots(spec: ModelDeploymentSpec) -> AdapterSlots | None:
-    """The adapter slots of ``spec`` (``None`` without adapters): the KV tokens are those
-    of the room :attr:`~eks_inference.catalog.sizing.MemoryFit.kv_room_bytes` leaves once
-    the slots are in, and their cost what the slots take."""
-    adapters = spec.adapters
-    if adapters is None:
-        return None
-    arch, instance, tp = spec.model.architecture, spec.instance, spec.tensor_parallel_size
-    fit = spec.memory_fit
-    per_token = sizing.kv_cache_bytes_per_token(
-        arch, sizing.sharded_heads(arch, instance, tp).kv_heads
-    )
-    left = fit.kv_room_bytes // per_token
-    without = (fit.kv_room_bytes + fit.adapter_bytes) // per_token
-    return AdapterSlots(
-        adapters=len(adapters.names),
-        slots=adapters.max_loras,
-        max_lora_rank=adapters.max_lora_rank,
-        gib=sizing.gib(fit.adapter_bytes),
-        kv_tokens=left,
-        kv_tokens_cost=without - left,
-        cpu_loras=adapters.cpu_loras,
-        cpu_gib=sizing.gib(adapter_cache_bytes(spec)),
-    )
-
-
-@dataclass(frozen=True)
-class SplitPlan:
-    """A deployment served with prefill and decode apart, beside the same model aggregated.
-
-    ``groups`` are (group, replicas, tensor-parallel degree); the GPUs, nodes and price are
-    the graph's; the aggregated alternative is the deployment's own ``min_replicas`` at its
-    ``tensor_parallel_size``, as an engine without the split would serve it.
-    """
-
-    groups: tuple[tuple[str, int, int], ...]
-    accelerators: int
-    nodes: int
-    price_per_hour: float
-    transport: str | None
-    aggregated_replicas: int
-    aggregated_tensor_parallel_size: int
-    aggregated_accelerators: int
-    aggregated_nodes: int
-    aggregated_price_per_hour: float
-
-
-def split_plan(spec: ModelDeploymentSpec, node_price: float) -> SplitPlan | None:
-    """The split of ``spec`` as its engine serves it (the
-    :class:`~eks_inference.specification.capabilities.DisaggregatesPrefill` capability), with
-    its GPUs and cost at ``node_price`` beside the aggregated alternative; ``None`` when it
-    serves aggregated."""
-    capability = engine_of(spec).capability(DisaggregatesPrefill)
-    split = capability.split(spec) if capability is not None else None
-    if capability is None or split is None:
-        return None
-    cores = spec.instance.cores
-    nodes = math.ceil(split.accelerators / cores)
-    replicas = spec.scaling.min_replicas
-    aggregated_nodes = sizing.nodes_needed(replicas, spec.replicas_per_node)
-    return SplitPlan(
-        groups=tuple((name, g.replicas, g.tensor_parallel_size) for name, g in split.groups),
-        accelerators=split.accelerators,
-        nodes=nodes,
-        price_per_hour=nodes * node_price,
-        transport=capability.transport(spec),
-        aggregated_replicas=replicas,
-        aggregated_tensor_parallel_size=spec.tensor_parallel_size,
-        aggregated_accelerators=replicas * spec.tensor_parallel_size,
-        aggregated_nodes=aggregated_nodes,
-        aggregated_price_per_hour=aggregated_nodes * node_price,
-    )
 
 
 @dataclass(frozen=True)
@@ -595,5 +479,6 @@ def plan_platform(
             *plan_warnings(platform, spot_prices),
             *platform.topology_policy_notes(),
             *key_in_clear_warnings(platform.routes()),
+            *one_replica_notes(platform.deployments),
         ),
     )

@@ -159,6 +159,19 @@ class ServesAdapters(Capability):
 
 
 @dataclass(frozen=True)
+class PicksEndpoints(Capability):
+    """The engine's servers can stand behind the Inference Extension's endpoint picker
+    (``routing``): each replica is one pod serving the OpenAI API on its own port, selected
+    by an InferencePool, and exposes the metrics the picker's scorers read
+    (``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``), on the accelerators given."""
+
+    accelerators: frozenset[Accelerator]
+
+    def serves(self, spec: ModelDeploymentSpec) -> bool:
+        return spec.accelerator in self.accelerators
+
+
+@dataclass(frozen=True)
 class FieldNeed:
     """A spec field that only an engine with ``capability`` can honour.
 
@@ -216,5 +229,12 @@ FIELD_NEEDS: tuple[FieldNeed, ...] = (
         lambda spec: spec.adapters is not None,
         "serve LoRA adapters",
         "remove adapters (serve each fine-tune as a deployment of its own)",
+    ),
+    FieldNeed(
+        ("routing", "picker"),
+        PicksEndpoints,
+        lambda spec: spec.routing is not None and spec.routing.picks,
+        "stand behind the endpoint picker",
+        "set picker: round_robin (or remove routing)",
     ),
 )

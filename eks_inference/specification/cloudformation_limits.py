@@ -11,7 +11,8 @@ its autoscaler tags onto its Auto Scaling group; every deployment is one nested-
 in the parent; every base URL the stack outputs (an exposed deployment's, a traffic split's:
 :func:`~eks_inference.specification.routes.base_url_outputs`, what the stack creates them from) is
 an
-output, and the splits' Ingresses one manifest resource; the Mountpoint driver's
+output, and the splits' Ingresses one manifest resource; a deployment with an endpoint picker
+adds the InferencePool CRD's manifest, once; the Mountpoint driver's
 role grows by two statements per bucket prefix mounted, which CDK moves into managed policies
 beyond the inline policy size (simulated here as CDK packs them). The tests synthesize several
 shapes of platform and check every count exactly and the size within its margin.
@@ -97,6 +98,9 @@ _ACCELERATOR_ADDONS: dict[Accelerator, tuple[int, int]] = {
 _ENDPOINT_RESOURCES, _ENDPOINT_BYTES = 4, 17_000
 _API_KEY_RESOURCES, _API_KEY_BYTES = 6, 5_800
 _API_KEY_OUTPUTS = 1
+# The InferencePool CRD's manifest (the pinned CRD, about 13 KB of template), applied once when
+# some deployment routes through an endpoint picker.
+_INFERENCE_EXTENSION_RESOURCES, _INFERENCE_EXTENSION_BYTES = 1, 13_500
 # The lookup of the load balancer's DNS name, for routes without a host of their own.
 _HOST_LOOKUP_RESOURCES, _HOST_LOOKUP_BYTES = 1, 900
 # The manifest of the splits' Ingresses (one resource for them all), and each Ingress in it.
@@ -161,6 +165,9 @@ def parent_stack_use(
             resources += _SPLITS_RESOURCES
             size += _SPLITS_BYTES + len(splits) * _SPLIT_BYTES
 
+    if any(spec.routing is not None and spec.routing.picks for spec in deployments):
+        resources += _INFERENCE_EXTENSION_RESOURCES
+        size += _INFERENCE_EXTENSION_BYTES
     pools = _node_pools_use(node_pools, node_provisioning)
     prefixes = mounted_prefixes(deployments)
     overflow = mountpoint_overflow_policies(prefixes)

@@ -40,6 +40,7 @@ from eks_inference.specification.endpoints import DeploymentEndpoint
 from eks_inference.specification.engine_registry import EngineName, EngineOptions, options_by_engine
 from eks_inference.specification.kv_serving import Disaggregation, KvCacheOffload
 from eks_inference.specification.neuron_overrides import NeuronConfigOverrides, NeuronOverrides
+from eks_inference.specification.routing import Routing
 from eks_inference.specification.validation import (
     Problems,
     RuleBook,
@@ -274,6 +275,12 @@ class ModelDeploymentSpec(SpecModel):
         default=None,
         description="LoRA adapters of the model served beside it, from a bucket prefix "
         "(engines with adapters: vllm and kserve on GPUs); absent: the base model only.",
+    )
+    routing: Routing | None = Field(
+        default=None,
+        description="Which replica serves a request: absent or picker: round_robin, the load "
+        "balancer's round robin; prefix_cache or kv_cache_load, the Inference Extension's "
+        "endpoint picker (engine: vllm on GPUs).",
     )
 
     @property

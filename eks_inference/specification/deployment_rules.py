@@ -29,6 +29,7 @@ from eks_inference.specification.engine_rules import (
     supported_loader_problem,
 )
 from eks_inference.specification.kv_serving_rules import check_kv_cache
+from eks_inference.specification.routing_rules import check_replicas_to_pick_from
 from eks_inference.specification.validation import Problems, Rule
 from eks_inference.specification.weights_rules import image_size_problem, mountpoint_cache_problem
 
@@ -258,6 +259,7 @@ _RULES = (
         + _LIMITS_SIZED,
         check_adapters,
     ),
+    _rule("routing scaling.max_replicas", check_replicas_to_pick_from),
     *FIELD_NEED_RULES,
 )
 

@@ -329,9 +329,10 @@ def check_splits(
     routes: Mapping[str, Route],
     problems: Problems,
 ) -> None:
-    """Every target of a split is an exposed deployment, and the targets can stand in for
-    each other: one engine (the split's target groups share its Ingress's health check and
-    draining) and the same model names (a client names one model, any target may answer)."""
+    """Every target of a split is an exposed deployment without an endpoint picker (the split
+    forwards to the servers' Services), and the targets can stand in for each other: one
+    engine (the split's target groups share its Ingress's health check and draining) and the
+    same model names (a client names one model, any target may answer)."""
     specs = {spec.name: (i, spec) for i, spec in enumerate(deployments)}
     for i, split in enumerate(endpoint.splits):
         where = ("endpoint", "splits", i)
@@ -351,6 +352,16 @@ def check_splits(
                     f"deployment {target.deployment!r} is not exposed (deployments.{found[0]}"
                     ".endpoint.expose: false), so its servers neither require the API key nor "
                     "admit the load balancer; expose it, or take it out of the split",
+                    target.deployment,
+                )
+            elif found[1].routing is not None and found[1].routing.picks:
+                # The split's action forwards to the servers' Service, not to the proxy.
+                problems.add(
+                    field,
+                    f"deployment {target.deployment!r} routes through its endpoint picker "
+                    f"(deployments.{found[0]}.routing.picker: {found[1].routing.picker}), "
+                    "which a split's share would bypass; take it out of the split, or set "
+                    "its picker: round_robin",
                     target.deployment,
                 )
             else:

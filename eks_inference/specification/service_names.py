@@ -14,16 +14,18 @@ from collections.abc import Sequence
 from eks_inference.specification.capabilities import DerivesServiceNames
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engines import engine_of
+from eks_inference.specification.routing_rules import routing_services
 from eks_inference.specification.validation import Problems
 
 
 def services(spec: ModelDeploymentSpec) -> tuple[str, ...]:
     """The Services in the inference namespace that exist because of ``spec``, as its engine
     says (standalone vLLM's chart creates ``<name>``; for a RayService KubeRay creates
-    ``<name>-head-svc`` and ``<name>-serve-svc`` itself). Ingress backends and their rewrite
-    transforms (``transforms.<service>``) name these Services.
+    ``<name>-head-svc`` and ``<name>-serve-svc`` itself), and those of its endpoint picker and
+    proxy with ``routing``. Ingress backends and their rewrite transforms
+    (``transforms.<service>``) name these Services.
     """
-    return engine_of(spec).services(spec)
+    return (*engine_of(spec).services(spec), *routing_services(spec))
 
 
 def check_names(deployments: Sequence[ModelDeploymentSpec], problems: Problems) -> None:

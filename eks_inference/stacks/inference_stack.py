@@ -32,10 +32,12 @@ from eks_inference.constructs import (
     PlatformAddons,
 )
 from eks_inference.constructs._stacks import record_nested_stack
+from eks_inference.constructs.addons.inference_extension import InferenceExtension
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import Placement, PlatformSpec
 from eks_inference.specification.routes import Route, api_key_secret_name, base_url_outputs
+from eks_inference.specification.routing_rules import picks_endpoints
 
 # Where the controller writes the load balancer's DNS name on an Ingress it serves; it appears
 # a minute or two after the Ingress, once the load balancer exists.
@@ -110,9 +112,11 @@ class InferenceStack(Stack):
     node group per pool, its :class:`InferenceAddons` and :class:`InferenceObservability`
     (metrics, dashboards, alerts, KEDA), :class:`KServe` (:attr:`kserve`) when a deployment's
     engine serves InferenceServices (``engine: kserve``), :class:`DynamoPlatform`
-    (:attr:`dynamo`) when one serves DynamoGraphDeployments (``engine: dynamo``), and for
-    every deployment a :class:`DeploymentStack` holding its :class:`ModelDeployment`
-    (:attr:`deployments`). The stack composes them: every add-on registers what it provides with one
+    (:attr:`dynamo`) when one serves DynamoGraphDeployments (``engine: dynamo``),
+    :class:`InferenceExtension` (:attr:`inference_extension`, the InferencePool CRD) when a
+    deployment routes through an endpoint picker (``routing``), and for every deployment a
+    :class:`DeploymentStack` holding its :class:`ModelDeployment` (:attr:`deployments`). The
+    stack composes them: every add-on registers what it provides with one
     :class:`PlatformAddons` (:attr:`platform_addons`), which each deployment is handed and
     checks its needs against. The Mountpoint driver is given
     read access to exactly the prefixes the deployments' Mountpoint volumes mount
@@ -226,6 +230,12 @@ class InferenceStack(Stack):
         self.dynamo: DynamoPlatform | None = (
             DynamoPlatform(self.cluster, "DynamoPlatform", platform=self.platform_addons)
             if needed & set(DynamoPlatform.PROVIDES.crds)
+            else None
+        )
+        # The InferencePool CRD only when a deployment routes through an endpoint picker.
+        self.inference_extension: InferenceExtension | None = (
+            InferenceExtension(self.cluster, "InferenceExtension", platform=self.platform_addons)
+            if any(picks_endpoints(spec) for spec in platform.deployments)
             else None
         )
         self.load_balancer_controller: LoadBalancerController | None = None

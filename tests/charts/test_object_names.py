@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from eks_inference.charts.render import render_platform
+from eks_inference.specification.engine_registry import ENGINES
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.validation import SpecError
 from tests.helpers.platforms import EXAMPLES, REFERENCE_PLATFORM, platform_data
@@ -65,7 +66,7 @@ TEMPLATES = _templates()
 
 def test_every_engine_is_tried() -> None:
     engines = {deployment.get("engine", "vllm") for _, _, deployment in TEMPLATES}
-    assert engines == {"vllm", "rayservice", "kserve", "triton"}
+    assert engines == set(ENGINES.names())
 
 
 @pytest.mark.parametrize(("label", "data", "first"), TEMPLATES, ids=[t[0] for t in TEMPLATES])

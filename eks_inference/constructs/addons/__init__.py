@@ -21,6 +21,8 @@ at synth, naming the add-on to add, when nothing provides it.
   Operator that syncs it;
 * :mod:`~eks_inference.constructs.addons.kserve`: KServe on Knative Serving and Kourier, with
   cert-manager (``engine: kserve``);
+* :mod:`~eks_inference.constructs.addons.inference_extension`: the InferencePool CRD
+  (``routing`` with an endpoint picker);
 * :mod:`~eks_inference.constructs.addons.helm`: what their Helm releases share.
 
 :class:`InferenceAddons` composes the add-ons every inference cluster needs.
@@ -37,6 +39,7 @@ from eks_inference.constructs.addons.api_keys import ApiKeys
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscaler
 from eks_inference.constructs.addons.dynamo import DynamoPlatform, DynamoPlatformOptions
 from eks_inference.constructs.addons.fsx_csi import FsxCsiDriver
+from eks_inference.constructs.addons.inference_extension import InferenceExtension
 from eks_inference.constructs.addons.karpenter import KarpenterNodeProvisioning
 from eks_inference.constructs.addons.kserve import KServe
 from eks_inference.constructs.addons.kuberay import KubeRay
@@ -61,6 +64,7 @@ PROVIDERS: tuple[type[Provider], ...] = (
     ApiKeys,
     KServe,
     DynamoPlatform,
+    InferenceExtension,
 )
 
 
@@ -196,6 +200,7 @@ __all__ = [
     "DynamoPlatformOptions",
     "FsxCsiDriver",
     "InferenceAddons",
+    "InferenceExtension",
     "InferenceObservability",
     "KServe",
     "KarpenterNodeProvisioning",

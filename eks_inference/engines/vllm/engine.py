@@ -40,6 +40,7 @@ from eks_inference.charts.serving import ChartObjects, ServerInputs, WeightsVolu
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.engines.vllm import observed as vllm_observed
 from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.observability import routing as routing_observed
 from eks_inference.observability.observed import (
     DeploymentKind,
     EngineAlert,
@@ -50,6 +51,7 @@ from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.capabilities import (
     AutoscalesOnQueue,
     OffloadsKvCache,
+    PicksEndpoints,
     ServesAdapters,
 )
 from eks_inference.specification.deployment import ModelDeploymentSpec
@@ -252,6 +254,10 @@ class VllmEngine(server_deployment.DeploymentEngine):
         OffloadsKvCache(frozenset({Accelerator.NVIDIA})),
         AutoscalesOnQueue(),
         SERVES_ADAPTERS,
+        # One replica per pod, serving the OpenAI API on its own port, with the vllm: metrics
+        # the picker's scorers read. On GPUs only: the Neuron image's vLLM 0.16 publishes no
+        # prefix-cache state worth routing on, and the picker's routing is untested there.
+        PicksEndpoints(frozenset({Accelerator.NVIDIA})),
     )
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
@@ -319,9 +325,11 @@ class VllmEngine(server_deployment.DeploymentEngine):
 
     def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
         """With adapters, requests waiting for an adapter slot
-        (:mod:`~eks_inference.engines.vllm.observed`)."""
-        return vllm_observed.alerts(spec)
+        (:mod:`~eks_inference.engines.vllm.observed`); with an endpoint picker (``routing``),
+        the picker failing open."""
+        return vllm_observed.alerts(spec) + routing_observed.alerts(spec)
 
     def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
-        """With adapters, the adapters running and waiting per replica."""
-        return vllm_observed.panels(spec)
+        """With adapters, the adapters running and waiting per replica; with an endpoint
+        picker, its decisions, prefix-cache hits and fall-back."""
+        return vllm_observed.panels(spec) + routing_observed.panels(spec)
