@@ -24,10 +24,12 @@ from eks_inference.observability.observed import EngineMetrics
 from eks_inference.specification.artifacts import override_neuron_config
 from eks_inference.specification.deployment import ModelDeploymentSpec
 
-# The OpenAI server's supported entry point (0.16 on Neuron, 0.29 on GPUs); the model is its
+# The OpenAI server's supported entry point (0.16 on Neuron, 0.34 on GPUs); the model is its
 # positional argument, since `--model` is deprecated there.
 VLLM_SERVE_COMMAND = ("vllm", "serve")
-# Flags vLLM removed; rendering them would stop the server at argument parsing.
+# Flags vLLM removed; rendering them would stop the server at argument parsing. vLLM 0.34
+# accepts --disable-log-requests again, as the negation of --enable-log-requests (its
+# default), but the Neuron server's 0.16 refuses it, so it stays unrendered everywhere.
 REMOVED_VLLM_FLAGS = frozenset({"--device", "--disable-log-requests"})
 # Writable directories on a read-only root filesystem: HOME (and with it every cache vLLM,
 # Hugging Face, Triton, FlashInfer and torch keep under ~/.cache) and /tmp (torch inductor,

@@ -1,5 +1,5 @@
-"""Every ``vllm serve`` argument list the charts render for GPUs, checked against vLLM 0.29.0's
-option table (``tests/upstream/vllm-v0.29.0-serve-options.txt``, rebuilt from the pinned
+"""Every ``vllm serve`` argument list the charts render for GPUs, checked against vLLM 0.34.0's
+option table (``tests/upstream/vllm-v0.34.0-serve-options.txt``, rebuilt from the pinned
 parser by ``tests/engine_parsers`` where vLLM is installed): each option exists, flags take
 no value, values are of their option's kind, choices among the allowed, JSON parses."""
 
@@ -115,13 +115,18 @@ def test_the_check_refuses_what_the_parser_refuses(args: list[str], problem: str
 
 
 def test_flags_vllm_removed_are_not_options_of_the_pinned_release() -> None:
-    for flag in REMOVED_VLLM_FLAGS:
-        assert flag not in OPTIONS
+    """``--device`` is gone; ``--disable-log-requests`` came back in 0.34 only as the negation
+    of ``--enable-log-requests``, not the option 0.12 removed (which took no part in a pair)."""
+    assert {"--device", "--disable-log-requests"} == REMOVED_VLLM_FLAGS
+    assert "--device" not in OPTIONS
+    back = OPTIONS["--disable-log-requests"]
+    assert (back.dest, back.kind) == ("enable_log_requests", "flag")
+    assert OPTIONS["--enable-log-requests"].dest == back.dest
 
 
 def test_the_table_reads_the_options_the_charts_render_as_the_source_declares_them() -> None:
     """Spot checks against vllm/engine/arg_utils.py and entrypoints/launchers/cli_args.py at
-    v0.29.0: the kind each declared type becomes through _compute_kwargs."""
+    v0.34.0: the kind each declared type becomes through _compute_kwargs."""
     kinds = {o.option: (o.kind, o.nargs, o.detail) for o in OPTIONS.values()}
     # served_model_name: str | list[str] | None -> one or more strings.
     assert kinds["--served-model-name"] == ("value", "+", "str")

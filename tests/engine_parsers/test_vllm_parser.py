@@ -1,6 +1,6 @@
 """Every GPU vLLM argument list the charts render, parsed by the pinned vLLM's own parser.
 
-vLLM 0.29.0 (``versions.GPU_VLLM_VERSION``) with its dependencies (torch among them, some
+vLLM 0.34.0 (``versions.GPU_VLLM_VERSION``) with its dependencies (torch among them, some
 gigabytes) is not part of the development environment every test runs in; where it is
 installed, these tests run ``vllm serve``'s parser (``vllm.entrypoints.cli.serve``) on the
 arguments of every GPU deployment of every engine that runs ``vllm serve`` (standalone vLLM
@@ -12,8 +12,13 @@ checks every rendered list against the table in every environment. They need onl
 layer and the engines' server builders (no cdk8s), so an environment with vLLM and this
 package's pure-Python dependencies runs them:
 
-    python -m venv /tmp/vllm && /tmp/vllm/bin/pip install vllm==0.29.0 pytest
+    python -m venv /tmp/vllm && /tmp/vllm/bin/pip install vllm==0.34.0 pytest
     PYTHONPATH=. /tmp/vllm/bin/python -m pytest tests/engine_parsers -p no:cacheprovider
+
+Where pip cannot resolve vLLM 0.34.0's ``flashinfer-python==0.7.3``, install the wheel with
+``--no-deps`` and its other requirements: building the parser never imports FlashInfer. The
+tests' own imports (the package's dependencies, hypothesis, kubernetes-validate, moto) go in
+the same environment.
 """
 
 from __future__ import annotations
@@ -97,7 +102,7 @@ def test_every_engine_running_vllm_serve_is_covered() -> None:
 def test_the_vendored_option_table_is_the_pinned_parsers(
     parser: argparse.ArgumentParser,
 ) -> None:
-    """tests/upstream/vllm-v0.29.0-serve-options.txt, row for row, is this parser's."""
+    """tests/upstream/vllm-v0.34.0-serve-options.txt, row for row, is this parser's."""
     rebuilt = [row.row() for row in option_rows(_serve_parser(parser))]
     assert rebuilt == [row.row() for row in serve_options().values()]
 

@@ -2,7 +2,7 @@
 
 - :func:`engine_args_table`: ``vllm-v0.11.0-engine-args.txt``, the ``EngineArgs`` fields and
   type aliases (what Triton's vLLM backend builds ``AsyncEngineArgs`` from).
-- :func:`serve_options`: ``vllm-v0.29.0-serve-options.txt``, every option of ``vllm serve``
+- :func:`serve_options`: ``vllm-v0.34.0-serve-options.txt``, every option of ``vllm serve``
   with its kind; :func:`option_rows` extracts those rows from the pinned vLLM's own parser
   (``tests/engine_parsers`` regenerates the table where vLLM is installed and compares), and
   :func:`serve_args_problems` checks a rendered argument list against them.
@@ -30,7 +30,7 @@ from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.platforms import UPSTREAM
 
-SERVE_OPTIONS = UPSTREAM / "vllm-v0.29.0-serve-options.txt"
+SERVE_OPTIONS = UPSTREAM / "vllm-v0.34.0-serve-options.txt"
 
 
 def table_rows(path: Path) -> list[list[str]]:
@@ -118,13 +118,22 @@ def _describe(action: argparse.Action) -> tuple[str, str, str]:
 
 
 def option_rows(parser: argparse.ArgumentParser) -> list[ServeOption]:
-    """Every option string of ``parser`` (help aside), in registration order."""
+    """Every option string ``parser`` accepts (help aside), in registration order.
+
+    Read from the strings the parser registered rather than each action's
+    ``option_strings``: from vLLM 0.34 a boolean's ``--no-enable-x`` is still accepted but
+    hidden from help by leaving the action's list, and it is an option all the same.
+    """
+    strings: dict[int, list[str]] = {}
+    for option, registered in parser._option_string_actions.items():
+        strings.setdefault(id(registered), []).append(option)
     rows = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
         kind, nargs, detail = _describe(action)
-        rows += [ServeOption(o, action.dest, kind, nargs, detail) for o in action.option_strings]
+        accepted: tuple[str, ...] | list[str] = strings.get(id(action), ())
+        rows += [ServeOption(o, action.dest, kind, nargs, detail) for o in accepted]
     return rows
 
 
