@@ -22,8 +22,9 @@ _RESERVED_MEMORY_GIB = 2
 
 
 def weight_bytes(model: ModelArchitecture) -> int:
-    """Bytes of the weights at the model's dtype."""
-    return model.num_parameters * model.bytes_per_element
+    """Bytes of the weights: the FP8 parameters at one byte, the rest at the model's dtype."""
+    rest = model.num_parameters - model.fp8_parameters
+    return rest * model.bytes_per_element + model.fp8_parameters
 
 
 def kv_cache_bytes_per_token(model: ModelArchitecture, kv_heads: int | None = None) -> int:
