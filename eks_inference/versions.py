@@ -288,3 +288,15 @@ TRITON_SERVER_VERSION = "2.63.0"
 TRITON_VLLM_VERSION = "0.11.0"
 TRITON_VLLM_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-vllm-python-py3"
 TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-py3"
+
+# LeaderWorkerSet (multi_node: one replica across nodes): the controller and its CRD, from the
+# project's chart at release v0.10.0 (charts/lws at that tag; published as an OCI chart of the
+# same version on registry.k8s.io). Its values default the controller image to the `main`
+# tag, pulled Always: the add-on pins the release's tag instead.
+LWS_VERSION = "0.10.0"
+LWS_CHART = HelmChartVersion(
+    chart="lws",
+    repository="oci://registry.k8s.io/lws/charts/lws",
+    version=LWS_VERSION,
+)
+LWS_IMAGE_TAG = f"v{LWS_VERSION}"

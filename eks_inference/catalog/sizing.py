@@ -148,8 +148,15 @@ def memory_fit(
     max_model_len: int,
     max_num_seqs: int,
     gpu_memory_utilization: float = 0.9,
+    pipeline_parallel_size: int = 1,
 ) -> MemoryFit:
-    group = tensor_parallel_size * instance.memory_per_core_bytes
+    """Weights plus worst-case KV cache against a group of ``tensor_parallel_size`` x
+    ``pipeline_parallel_size`` cores or GPUs.
+
+    Pipeline stages split the layers, so weights and KV cache are divided over the stages as
+    they are over the tensor-parallel ranks: the group holds them altogether once.
+    """
+    group = tensor_parallel_size * pipeline_parallel_size * instance.memory_per_core_bytes
     heads = sharded_heads(model, instance, tensor_parallel_size)
     return MemoryFit(
         weight_bytes=weight_bytes(model),

@@ -10,6 +10,7 @@ from eks_inference.constructs.addons import (
     KarpenterNodeProvisioning,
     KServe,
     KubeRay,
+    LeaderWorkerSet,
     LoadBalancerController,
     MountpointS3Csi,
     NeuronDevicePlugin,
@@ -24,6 +25,7 @@ from eks_inference.constructs.addons.helm import HelmAddon, HelmRelease, PinnedH
 from eks_inference.constructs.addons.karpenter import KarpenterOptions
 from eks_inference.constructs.addons.kserve import KServeOptions
 from eks_inference.constructs.addons.kuberay import KubeRayOptions
+from eks_inference.constructs.addons.leaderworkerset import LeaderWorkerSetOptions
 from eks_inference.constructs.addons.load_balancer_controller import (
     LoadBalancerControllerOptions,
 )
@@ -62,6 +64,8 @@ __all__ = [
     "KarpenterOptions",
     "KubeRay",
     "KubeRayOptions",
+    "LeaderWorkerSet",
+    "LeaderWorkerSetOptions",
     "LoadBalancerController",
     "LoadBalancerControllerOptions",
     "ModelBucket",

@@ -118,6 +118,18 @@ class ReadsVolumesAs(Capability):
 
 
 @dataclass(frozen=True)
+class ServesAcrossNodes(Capability):
+    """One replica runs across several nodes (``multi_node``), on the accelerators given: a
+    group of one pod per node that starts, fails and rolls out as one, with only its leader
+    behind the Service."""
+
+    accelerators: frozenset[Accelerator]
+
+    def serves(self, spec: ModelDeploymentSpec) -> bool:
+        return spec.accelerator in self.accelerators
+
+
+@dataclass(frozen=True)
 class FieldNeed:
     """A spec field that only an engine with ``capability`` can honour.
 
@@ -168,5 +180,12 @@ FIELD_NEEDS: tuple[FieldNeed, ...] = (
         lambda spec: spec.disaggregation is not None,
         "serve prefill and decode on separate workers",
         "remove disaggregation",
+    ),
+    FieldNeed(
+        ("multi_node",),
+        ServesAcrossNodes,
+        lambda spec: spec.multi_node is not None,
+        "serve one replica across several nodes",
+        "remove multi_node and choose an instance type that holds the model",
     ),
 )

@@ -25,6 +25,7 @@ from eks_inference.constructs import (
     InferenceObservability,
     KarpenterNodeProvisioning,
     KServe,
+    LeaderWorkerSet,
     LoadBalancerController,
     ModelBucket,
     ModelDeployment,
@@ -211,6 +212,12 @@ class InferenceStack(Stack):
         self.kserve: KServe | None = (
             KServe(self.cluster, "KServe", platform=self.platform_addons)
             if needed & set(KServe.PROVIDES.crds)
+            else None
+        )
+        # The LeaderWorkerSet controller only when a deployment serves across nodes.
+        self.leader_worker_set: LeaderWorkerSet | None = (
+            LeaderWorkerSet(self.cluster, "LeaderWorkerSet", platform=self.platform_addons)
+            if needed & set(LeaderWorkerSet.PROVIDES.crds)
             else None
         )
         self.load_balancer_controller: LoadBalancerController | None = None

@@ -20,6 +20,7 @@ from tests.helpers.platforms import EXAMPLES
 from tests.helpers.rendered import CONTEXT, Rendered
 from tests.helpers.vllm_args import (
     VLLM_SERVE_ENGINES,
+    by_role,
     rendered_vllm_args,
     serve_args_of,
     serve_args_problems,
@@ -63,7 +64,7 @@ def _gpu_serve_args(
             continue
         lists = serve_args_of(rendered)
         if lists:
-            (found[name],) = lists
+            found.update(by_role(name, lists))
     return found
 
 
@@ -74,10 +75,13 @@ def test_every_rendered_gpu_argument_list_passes_the_pinned_option_table(
     for source, platform, objects in _platforms(reference, variants):
         for name, args in _gpu_serve_args(platform, objects).items():
             assert serve_args_problems(args, OPTIONS) == [], (source, name, args)
-            checked.append((platform.deployment(name), args))
+            checked.append((platform.deployment(name.split("/")[0]), args))
     # Every engine that runs `vllm serve`, LMCache's connector and the API key's middleware.
     assert {spec.engine for spec, _ in checked} == VLLM_SERVE_ENGINES
     assert any("--kv-transfer-config" in args for _, args in checked)
+    # A multi-node group's leader and its headless workers.
+    assert any("--nnodes" in args and "--headless" not in args for _, args in checked)
+    assert any("--nnodes" in args and "--headless" in args for _, args in checked)
     assert any("--middleware" in args for spec, args in checked if spec.engine == "kserve")
 
 

@@ -37,7 +37,7 @@ from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import GPU_VLLM_VERSION
 from tests.helpers.platforms import REPO
 from tests.helpers.rendered import variants_spec
-from tests.helpers.vllm_args import option_rows, rendered_vllm_args, serve_options
+from tests.helpers.vllm_args import EXPANDED, option_rows, rendered_vllm_args, serve_options
 
 # Parsing needs a platform to describe devices, chosen when vLLM is first imported; the
 # server's image finds its GPUs itself.
@@ -64,8 +64,9 @@ def _cases() -> list[tuple[str, ModelDeploymentSpec, bool, list[str]]]:
     for source, platform in _platforms():
         routes = platform.routes()
         for name, args in rendered_vllm_args(platform, CONTEXT).items():
-            keyed = requires_api_key(routes.get(name))
-            cases.append((f"{source}:{name}", platform.deployment(name), keyed, args))
+            deployment = name.split("/")[0]
+            keyed = requires_api_key(routes.get(deployment))
+            cases.append((f"{source}:{name}", platform.deployment(deployment), keyed, args))
     return cases
 
 
@@ -97,6 +98,7 @@ def test_every_engine_running_vllm_serve_is_covered() -> None:
     assert {"vllm", "kserve"} <= engines
     assert any(spec.kv_cache is not None for _, spec, _, _ in CASES)
     assert any(keyed for _, _, keyed, _ in CASES)
+    assert any(spec.multi_node is not None for _, spec, _, _ in CASES)
 
 
 def test_the_vendored_option_table_is_the_pinned_parsers(
@@ -120,6 +122,13 @@ def test_rendered_arguments_are_accepted(
     assert parsed.max_model_len == spec.limits.max_model_len
     assert parsed.gpu_memory_utilization == spec.limits.gpu_memory_utilization
     assert parsed.middleware == ([VLLM_API_KEY_MIDDLEWARE] if keyed else [])
+    assert parsed.pipeline_parallel_size == spec.pipeline_parallel_size
+    assert parsed.nnodes == spec.nodes_per_replica
+    if spec.multi_node is not None:
+        # The leader is rank 0 with the API server; each worker a headless rank of the group.
+        assert parsed.distributed_executor_backend == "mp"
+        assert parsed.node_rank == (1 if parsed.headless else 0)
+        assert parsed.master_addr == EXPANDED["LWS_LEADER_ADDRESS"]
     if spec.kv_cache is None:
         assert parsed.kv_transfer_config is None
         return

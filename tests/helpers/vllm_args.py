@@ -222,9 +222,32 @@ def _serve_containers(value: Any) -> Iterator[dict[str, Any]]:
             yield from _serve_containers(item)
 
 
+# What the kubelet puts in place of the variables a group's arguments refer to: the address
+# the LeaderWorkerSet controller gives every container (the leader pod's name under the set's
+# headless Service) and a worker's node rank (its worker-index label, by the downward API).
+EXPANDED = {"LWS_LEADER_ADDRESS": "llm-group-0.llm-group.inference", "NODE_RANK": "1"}
+_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _expanded(arg: str) -> str:
+    """``arg`` as the kubelet passes it: ``$(NAME)`` replaced for the variables of
+    :data:`EXPANDED` (a reference to any other is left as written, as the kubelet does)."""
+    return _REFERENCE.sub(lambda m: EXPANDED.get(m[1], m[0]), arg)
+
+
 def serve_args_of(objects: list[dict[str, Any]]) -> list[list[str]]:
-    """The arguments of every ``vllm serve`` container among ``objects``."""
-    return [list(container["args"]) for container in _serve_containers(objects)]
+    """The arguments of every ``vllm serve`` container among ``objects``, as the kubelet
+    expands them."""
+    return [[_expanded(a) for a in container["args"]] for container in _serve_containers(objects)]
+
+
+def by_role(name: str, lists: list[list[str]]) -> dict[str, list[str]]:
+    """A deployment's argument lists by pod: ``name`` for its one server, or for a multi-node
+    group's leader (rendered first), and ``<name>/worker`` for the group's workers."""
+    if len(lists) == 1:
+        return {name: lists[0]}
+    leader, worker = lists
+    return {name: leader, f"{name}/worker": worker}
 
 
 # The engines whose servers run `vllm serve`; tests/charts/test_vllm_arguments.py fails when
@@ -251,5 +274,5 @@ def rendered_vllm_args(platform: PlatformSpec, context: RenderContext) -> dict[s
         )
         lists = serve_args_of(list(content.objects))
         if lists:
-            (found[spec.name],) = lists
+            found.update(by_role(spec.name, lists))
     return found

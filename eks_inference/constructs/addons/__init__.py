@@ -21,6 +21,8 @@ at synth, naming the add-on to add, when nothing provides it.
   Operator that syncs it;
 * :mod:`~eks_inference.constructs.addons.kserve`: KServe on Knative Serving and Kourier, with
   cert-manager (``engine: kserve``);
+* :mod:`~eks_inference.constructs.addons.leaderworkerset`: the LeaderWorkerSet controller
+  (``multi_node``);
 * :mod:`~eks_inference.constructs.addons.helm`: what their Helm releases share.
 
 :class:`InferenceAddons` composes the add-ons every inference cluster needs.
@@ -39,6 +41,7 @@ from eks_inference.constructs.addons.fsx_csi import FsxCsiDriver
 from eks_inference.constructs.addons.karpenter import KarpenterNodeProvisioning
 from eks_inference.constructs.addons.kserve import KServe
 from eks_inference.constructs.addons.kuberay import KubeRay
+from eks_inference.constructs.addons.leaderworkerset import LeaderWorkerSet
 from eks_inference.constructs.addons.load_balancer_controller import LoadBalancerController
 from eks_inference.constructs.addons.mountpoint import MountpointS3Csi
 from eks_inference.constructs.addons.neuron import NeuronDevicePlugin
@@ -59,6 +62,7 @@ PROVIDERS: tuple[type[Provider], ...] = (
     LoadBalancerController,
     ApiKeys,
     KServe,
+    LeaderWorkerSet,
 )
 
 
@@ -196,6 +200,7 @@ __all__ = [
     "KServe",
     "KarpenterNodeProvisioning",
     "KubeRay",
+    "LeaderWorkerSet",
     "LoadBalancerController",
     "MountpointS3Csi",
     "NeuronDevicePlugin",

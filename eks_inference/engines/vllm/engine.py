@@ -29,12 +29,18 @@ from eks_inference.charts.model_server import (
     ARTIFACTS_ROLE,
     keep_alive_seconds,
 )
+from eks_inference.charts.network_rules import policy
 from eks_inference.charts.serving import ChartObjects, ServerInputs, WeightsVolume
 from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.engines.vllm import groups
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.observed import DeploymentKind, EngineMetrics
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
-from eks_inference.specification.capabilities import AutoscalesOnQueue, OffloadsKvCache
+from eks_inference.specification.capabilities import (
+    AutoscalesOnQueue,
+    OffloadsKvCache,
+    ServesAcrossNodes,
+)
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engine_rules import fixed_unless_autoscaled
 from eks_inference.specification.kv_serving_rules import replica_memory_mib
@@ -188,6 +194,8 @@ class VllmEngine(server_deployment.DeploymentEngine):
         # LMCache is built for CUDA; the Neuron image has no KV connector for it.
         OffloadsKvCache(frozenset({Accelerator.NVIDIA})),
         AutoscalesOnQueue(),
+        # vLLM's own multi-node mode, on the CUDA image; the Neuron stack serves one node.
+        ServesAcrossNodes(frozenset({Accelerator.NVIDIA})),
     )
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
@@ -211,6 +219,8 @@ class VllmEngine(server_deployment.DeploymentEngine):
         selector = selector_labels(spec, COMPONENT)
         code = api_key_code(spec, labels, route)
         pod_spec = server_pod(spec, placement, context, account, weights, artifacts, route, code)
+        if spec.multi_node is not None:
+            return self._groups(spec, placement, labels, account, pod_spec, route, code)
         deployment = server_deployment.deployment(
             spec,
             labels,
@@ -236,6 +246,79 @@ class VllmEngine(server_deployment.DeploymentEngine):
                 pods=(server_deployment.scheduling_need(spec, placement.workers, pod_spec),),
             ),
         )
+
+    def _groups(
+        self,
+        spec: ModelDeploymentSpec,
+        placement: Placement,
+        labels: dict[str, str],
+        account: str,
+        leader: pod.Json,
+        route: Route | None,
+        code: shipped.ShippedCode | None,
+    ) -> ChartObjects:
+        """A replica across nodes: the LeaderWorkerSet of :mod:`.groups`, the leaders' Service
+        and the set's disruption budget."""
+        lws = groups.leader_worker_set(
+            spec,
+            labels,
+            object_labels(spec, groups.WORKER_COMPONENT),
+            leader,
+            annotations=dict(code.annotations if code is not None else ()),
+        )
+        service, _ = server_deployment.service_and_disruption_budget(
+            spec, labels, selector_labels(spec, COMPONENT)
+        )
+        return ChartObjects(
+            (
+                service_account(account, labels),
+                *((code.config_map,) if code is not None else ()),
+                lws,
+                service,
+                groups.group_disruption_budget(spec, labels),
+            ),
+            PlatformNeeds(
+                namespaces=(INFERENCE_NAMESPACE,),
+                custom_resources=(names.LEADERWORKERSET_CRD,),
+                service_accounts=loader_of(spec).server_identities(spec, account),
+                secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
+                pods=groups.group_scheduling_needs(spec, placement.workers, lws),
+            ),
+        )
+
+    def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        # The LeaderWorkerSet controller makes a headless Service named after the set.
+        if spec.multi_node is not None:
+            return (spec.name, groups.group_name(spec))
+        return (spec.name,)
+
+    def platform_needs(self, spec: ModelDeploymentSpec) -> PlatformNeeds:
+        if spec.multi_node is not None:
+            return PlatformNeeds(custom_resources=(names.LEADERWORKERSET_CRD,))
+        return PlatformNeeds()
+
+    def network_policies(
+        self, spec: ModelDeploymentSpec, labels: Mapping[str, str], servers: pod.Json
+    ) -> list[pod.Json]:
+        """``<deployment>-group``, for a replica across nodes: the pods of the deployment's
+        groups reach each other on every port and protocol, and nothing else does. The
+        rendezvous (:data:`~eks_inference.charts.vllm_server.GROUP_MASTER_PORT`) is fixed,
+        but NCCL's bootstrap and its socket transport, and vLLM's message queues between
+        ranks, listen on ports they pick at start-up; only the deployment's own group pods are
+        admitted. (EFA's SRD traffic bypasses the kernel and is not IP, so no policy sees it.)
+        """
+        if spec.multi_node is None:
+            return []
+        members = {"podSelector": {"matchLabels": groups.group_selector(spec)}}
+        return [
+            policy(
+                f"{spec.name}-group",
+                labels,
+                {"matchLabels": groups.group_selector(spec)},
+                ingress=[{"from": [members]}],
+                egress=[{"to": [members]}],
+            )
+        ]
 
     def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
         if spec.on_neuron:
