@@ -136,6 +136,17 @@ def configuration_table(plan: ConfigurationPlan) -> Table:
     if plan.padding_gib > 0:
         # NxD Inference pads attention heads up to a multiple of TP; memory counts them.
         rows.insert(3, ("head padding", f"{plan.padding_gib:.1f} GiB"))
+    if plan.nodes_per_replica > 1:
+        # A replica across nodes: its group, and what the group costs.
+        rows.insert(
+            1,
+            (
+                "group per replica",
+                f"{plan.nodes_per_replica} nodes, {plan.gpus_per_replica} GPUs "
+                f"(TP {plan.tensor_parallel_size} x PP {plan.nodes_per_replica}), "
+                f"{money(plan.price_per_hour * plan.nodes_per_replica)}/h",
+            ),
+        )
     for key, value in rows:
         table.add_row(key, value)
     return table

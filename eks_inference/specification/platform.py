@@ -29,13 +29,13 @@ from eks_inference.specification import files as spec_file
 from eks_inference.specification.aws_types import AccountId, BucketName, Region
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint
+from eks_inference.specification.multi_node_rules import group_zone_problems
 from eks_inference.specification.node_pools import (
     NodePool,
     managed_node_group_problems,
     system_pool_of,
 )
 from eks_inference.specification.numa import chosen_policy, chosen_policy_note, numa_problems
-from eks_inference.specification.multi_node_rules import group_zone_problems
 from eks_inference.specification.provisioning import NodeProvisioning
 from eks_inference.specification.routes import (
     Route,

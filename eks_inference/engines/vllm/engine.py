@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from eks_inference import names
+from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import kv_offload, pod, server_deployment, shipped, vllm_server
@@ -33,8 +33,9 @@ from eks_inference.charts.network_rules import policy
 from eks_inference.charts.serving import ChartObjects, ServerInputs, WeightsVolume
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.engines.vllm import groups
-from eks_inference.names import INFERENCE_NAMESPACE
-from eks_inference.observability.observed import DeploymentKind, EngineMetrics
+from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE
+from eks_inference.observability.observed import DeploymentKind, EngineMetrics, ReplicaSeries
+from eks_inference.observability.signals import ksm_label, matchers
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.capabilities import (
     AutoscalesOnQueue,
@@ -319,6 +320,30 @@ class VllmEngine(server_deployment.DeploymentEngine):
                 egress=[{"to": [members]}],
             )
         ]
+
+    def replica_series(
+        self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
+    ) -> ReplicaSeries:
+        """A Deployment's replicas from its status; a multi-node deployment's, which
+        kube-state-metrics has no LeaderWorkerSet series for, as its ready leader pods (a
+        leader is ready only once its whole group serves) against ``min_replicas``."""
+        series = server_deployment.replica_series(spec, pods)
+        if spec.multi_node is None:
+            return series
+        leaders = matchers(
+            namespace=INFERENCE_NAMESPACE,
+            **{ksm_label(names.INSTANCE_LABEL): spec.name, ksm_label(COMPONENT_LABEL): COMPONENT},
+        )
+        ready = matchers(namespace=INFERENCE_NAMESPACE, condition="true")
+        return ReplicaSeries(
+            ready=(
+                f"count(({metrics.KSM_POD_READY.one()}{ready} == 1) and on(namespace, pod) "
+                f"{metrics.KSM_POD_LABELS.one()}{leaders}) or vector(0)"
+            ),
+            wanted=f"vector({spec.scaling.min_replicas})",
+            loading=series.loading,
+            loading_alert_seconds=series.loading_alert_seconds,
+        )
 
     def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:
         if spec.on_neuron:
