@@ -291,7 +291,8 @@ TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-py3"
 
 # LeaderWorkerSet (multi_node: one replica across nodes): the controller and its CRD, from the
 # project's chart at release v0.10.0 (charts/lws at that tag; published as an OCI chart of the
-# same version on registry.k8s.io). Its values default the controller image to the `main`
+# same version on registry.k8s.io, as the LWS install guide has it; unverified against the
+# registry from here). Its values default the controller image to the `main`
 # tag, pulled Always: the add-on pins the release's tag instead.
 LWS_VERSION = "0.10.0"
 LWS_CHART = HelmChartVersion(
