@@ -7,10 +7,11 @@ test or a render instead of leaving a panel empty and an alert silent.
 
 Sources, read at the pinned versions:
 
-- **vLLM 0.29.0** (GPU, ``versions.GPU_VLLM_VERSION``) and **0.16.0** (Inferentia2, the Neuron
-  image): ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``) in the ``vllm`` wheels of
-  both releases on PyPI. Every vLLM metric below is registered under the same name and type in
-  both; labels ``model_name`` and ``engine``. Served on the server's own port at ``/metrics``.
+- **vLLM 0.34.0** (GPU, ``versions.GPU_VLLM_VERSION``; 0.29.0 in the Ray LLM image) and
+  **0.16.0** (Inferentia2, the Neuron image): ``vllm/v1/metrics/loggers.py``
+  (``PrometheusStatLogger``) in the ``vllm`` wheels of these releases on PyPI. Every vLLM
+  metric below is registered under the same name and type in each; labels ``model_name`` and
+  ``engine``. Served on the server's own port at ``/metrics``.
 - **vLLM inside Ray Serve** (Ray Serve LLM on GPUs, ``ray.serve.llm`` of Ray 2.60.0): the
   engine is created with ``vllm.v1.metrics.ray_wrappers.RayPrometheusStatLogger``, which
   records the same metrics as Ray metrics, their names sanitized to ``[a-zA-Z0-9_]``
@@ -107,8 +108,8 @@ class Metric:
 
 VLLM = Source(
     "vLLM",
-    "0.29.0 (GPU) and 0.16.0 (Neuron)",
-    "vllm/v1/metrics/loggers.py (PrometheusStatLogger) of both wheels on PyPI",
+    "0.34.0 (GPU; 0.29.0 in Ray LLM) and 0.16.0 (Neuron)",
+    "vllm/v1/metrics/loggers.py (PrometheusStatLogger) of each wheel on PyPI",
 )
 RAY = Source("Ray Serve", "2.60.0", "ray/serve/_private/{router,replica,deployment_state}.py")
 DCGM = Source(
@@ -164,7 +165,7 @@ VLLM_METRICS = (
     VLLM_GENERATION_TOKENS,
     VLLM_PREEMPTIONS,
 )
-# With LoRA adapters (GPU vLLM 0.29.0, only when --enable-lora): one series per combination of
+# With LoRA adapters (GPU vLLM 0.34.0, only when --enable-lora): one series per combination of
 # adapters running and waiting (each label a comma-joined list of adapter names) and max_lora,
 # set to the time it was last seen; the series of the latest time is the current state.
 VLLM_LORA_REQUESTS_INFO = Metric(

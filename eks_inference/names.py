@@ -161,3 +161,11 @@ def proxy_service_name(deployment_name: str) -> str:
 # Their request counters are how the fall-back is observed.
 PICKED_CLUSTER = "picked_endpoint"
 FALLBACK_CLUSTER = "round_robin_fallback"
+# LeaderWorkerSet (multi_node): its controller's chart installs the CRD; the controller labels
+# every pod of a set with the set's name and each pod's index in its group (0: the leader),
+# and gives each container the leader's address (pkg/utils/pod and the LWS API, v0.10.0).
+LEADERWORKERSET_CRD = "leaderworkersets.leaderworkerset.x-k8s.io"
+LWS_NAMESPACE = "lws-system"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"

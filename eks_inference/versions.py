@@ -44,11 +44,26 @@ NVIDIA_DEVICE_PLUGIN_CHART = HelmChartVersion(
 
 # Images. The GPU and Neuron stacks are pinned separately: Inferentia2 is served by a legacy
 # Neuron stack (vLLM 0.16 + vllm-neuron, NxD Inference) whose images trail the GPU ones.
-# One vLLM on GPUs: `ray[llm]==2.60.0` pins vLLM 0.29.0, which the Ray LLM image ships, so
-# the standalone image is pinned to the same release rather than the newer 0.30.0. Both GPU
-# engines then parse the same engine arguments, and a spec serves identically on either.
-# Its CUDA 12.8 build runs on the AL2023 NVIDIA AMI's 580 driver, as the Ray LLM image does.
-GPU_VLLM_VERSION = "0.29.0"
+# The GPU vLLM of the engines that run `vllm serve` (standalone vLLM, KServe's predictor):
+# 0.34.0, the newest release on PyPI, for multi-node serving (`--nnodes`, `--node-rank`,
+# `--master-addr`, `--headless` with the multiprocessing backend) and current model support.
+# The Ray LLM image keeps the vLLM that `ray[llm]==2.60.0` pins (0.29.0): RayService
+# deployments parse their engine arguments with that release, and the engine arguments the
+# charts render are the same on both (none of them changed between the two). Its default
+# build is CUDA 13 (torch 2.14), which the AL2023 NVIDIA AMI's 580 driver runs.
+# What changed from 0.29.0 for the flags the project renders (tests/upstream/
+# vllm-v0.34.0-serve-options.txt, from 0.34.0's own parser): nothing for --served-model-name,
+# --tensor-parallel-size, --pipeline-parallel-size, --max-model-len, --max-num-seqs, --dtype,
+# --block-size, --gpu-memory-utilization, --load-format, --model-loader-extra-config,
+# --kv-transfer-config, --attention-backend, --middleware, --host and --port. Booleans are
+# now --enable-x/--disable-x pairs (EnableDisableAction): --no-enable-prefix-caching, which
+# only the Neuron server (vLLM 0.16) is given, is still accepted but hidden from help, beside
+# the new --disable-prefix-caching; --disable-log-requests, removed in 0.12, is back as the
+# negation of --enable-log-requests (the default), and stays unrendered because vLLM 0.16
+# refuses it. --log-config-file is gone (never rendered). The authenticating middleware still
+# guards /v1, /v2, /inference and /cohere only, and --middleware classes are still added with
+# the app alone (vllm/entrypoints/serve/middleware/register.py).
+GPU_VLLM_VERSION = "0.34.0"
 VLLM_GPU_IMAGE = f"vllm/vllm-openai:v{GPU_VLLM_VERSION}"
 RAY_LLM_GPU_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py311-cu128"
 NEURON_VLLM_IMAGE = (
@@ -56,12 +71,13 @@ NEURON_VLLM_IMAGE = (
     "0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
 )
 NEURON_SDK_VERSION = "2.31.1"
-# LMCache (kv_cache: KV tiers in host memory and on local NVMe) for the GPU vLLM 0.29.0 above:
-# 0.5.6, whose vLLM integration (lmcache.integration.vllm.vllm_v1_adapter) is the one vLLM
-# 0.29.0's LMCacheConnectorV1 imports. The standalone vLLM image does not ship LMCache, so a
-# deployment with kv_cache runs the LMCache project's image of the same release, vLLM's OpenAI
-# server with LMCache installed (unverified against Docker Hub from here: which vLLM it builds
-# on is LMCache's choice, to be checked when either pin moves).
+# LMCache (kv_cache: KV tiers in host memory and on local NVMe): 0.5.6, whose vLLM
+# integration (lmcache.integration.vllm.vllm_v1_adapter) is the one vLLM 0.29.0's
+# LMCacheConnectorV1 imports (and 0.34.0's factory still registers). The standalone vLLM
+# image does not ship LMCache, so a deployment with kv_cache runs the LMCache project's image
+# of the same release, vLLM's OpenAI server with LMCache installed (unverified against Docker
+# Hub from here: which vLLM it builds on is LMCache's choice, to be checked when either pin
+# moves); its arguments are checked against the pinned 0.34.0 parser like every other's.
 LMCACHE_VERSION = "0.5.6"
 LMCACHE_VLLM_IMAGE = f"lmcache/vllm-openai:v{LMCACHE_VERSION}"
 # Ray head image when the workers run the GPU Ray LLM image: the same image, so the head can
@@ -302,3 +318,16 @@ INFERENCE_EXTENSION_VERSION = "v1.6.0"
 LLM_D_ROUTER_VERSION = "v0.10.0"
 ENDPOINT_PICKER_IMAGE = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:{LLM_D_ROUTER_VERSION}"
 ROUTING_PROXY_IMAGE = "docker.io/envoyproxy/envoy:distroless-v1.33.2"
+
+# LeaderWorkerSet (multi_node: one replica across nodes): the controller and its CRD, from the
+# project's chart at release v0.10.0 (charts/lws at that tag; published as an OCI chart of the
+# same version on registry.k8s.io, as the LWS install guide has it; unverified against the
+# registry from here). Its values default the controller image to the `main`
+# tag, pulled Always: the add-on pins the release's tag instead.
+LWS_VERSION = "0.10.0"
+LWS_CHART = HelmChartVersion(
+    chart="lws",
+    repository="oci://registry.k8s.io/lws/charts/lws",
+    version=LWS_VERSION,
+)
+LWS_IMAGE_TAG = f"v{LWS_VERSION}"

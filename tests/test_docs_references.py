@@ -42,7 +42,7 @@ _PLACEHOLDER = re.compile(r"<[^>]+>")
 UPSTREAM_FILES = {
     "compose.py",  # triton-inference-server/server, r25.11: how Triton builds its images
     "lmcache/observability.py",  # LMCache 0.5.6: where its metric names are defined
-    # vLLM 0.29.0: where LoRA resolvers, the runtime adapter endpoints and the slots are made
+    # vLLM 0.34.0: where LoRA resolvers, the runtime adapter endpoints and the slots are made
     "vllm/entrypoints/serve/engine/serving.py",
     "vllm/entrypoints/openai/models/serving.py",
     "vllm/entrypoints/serve/lora/api_router.py",

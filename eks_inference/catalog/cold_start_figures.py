@@ -71,8 +71,8 @@ NEURON_COMPILE_SECONDS_PER_7B = Figure(
     204.0, "s", "reported: Neuron compile of a 7B model on inf2.8xlarge, 3.4 min", True
 )
 NEURON_COMPILE_REFERENCE_BYTES = 14.5 * GB
-# The largest pinned serving image of each accelerator, compressed as pulled: vLLM 0.29.0
-# (CUDA 12.8) and the Ray LLM 2.60 image on GPUs, the Neuron vLLM DLC on Inferentia2.
+# The largest pinned serving image of each accelerator, compressed as pulled: vLLM 0.34.0
+# (CUDA 13) and the Ray LLM 2.60 image on GPUs, the Neuron vLLM DLC on Inferentia2.
 SERVING_IMAGE_BYTES: dict[Accelerator, Figure] = {
     Accelerator.NVIDIA: Figure(
         10.5 * GB, "B", "estimate: vllm/vllm-openai and rayproject/ray-llm, compressed", False

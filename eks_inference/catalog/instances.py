@@ -32,6 +32,13 @@ class InstanceType:
     limit of pods per node without prefix delegation, ENIs x (IPv4 addresses per ENI - 1) + 2
     on the default network card; the kubelet's reserved memory (11 MiB per pod + 255 MiB)
     follows from it on EKS AMIs and in Karpenter alike.
+
+    ``efa_interfaces`` is how many Elastic Fabric Adapters a node can carry (one per network
+    card), ``efa_rdma`` whether EFA reads and writes GPU memory directly (GPUDirect RDMA, which
+    libfabric uses with ``FI_EFA_USE_DEVICE_RDMA=1``), and ``device_interconnect`` what joins
+    the node's accelerators: ``NVLink`` (NVSwitch, every GPU to every other at full speed),
+    ``PCIe`` (through the host's PCIe switches) or ``NeuronLink``. Tensor parallelism within
+    a node runs over it; only what crosses nodes runs over EFA.
     """
 
     name: str
@@ -48,6 +55,9 @@ class InstanceType:
     max_pods: int
     local_nvme_gib: int = 0
     efa: bool = False
+    efa_interfaces: int = 0
+    efa_rdma: bool = False
+    device_interconnect: str = ""
 
     @property
     def cores_per_device(self) -> int:
@@ -74,6 +84,13 @@ _INF2_CHIP_BANDWIDTH = 820 * GIB
 # NVIDIA L40S: 48 GB GDDR6 at about 864 GB/s, PCIe only (no NVLink).
 _L40S_MEMORY = 48 * GB
 _L40S_BANDWIDTH = 864 * GB
+# NVIDIA H100 SXM (p5): 80 GB HBM3 at 3.35 TB/s; H200 (p5en): 141 GB HBM3e at 4.8 TB/s; both
+# on NVLink 4 through NVSwitch, 900 GB/s per GPU (NVIDIA's H100 and H200 datasheets; the EC2
+# P5 page: 8 GPUs, 640 GB and 1128 GB of GPU memory per instance).
+_H100_MEMORY = 80 * GB
+_H100_BANDWIDTH = 3350 * GB
+_H200_MEMORY = 141 * GB
+_H200_BANDWIDTH = 4800 * GB
 
 
 def _inf2(
@@ -169,6 +186,11 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         # For comparison with published benchmarks only; no node pool of the reference app.
         _gpu("g5.12xlarge", "A10G", 4, 24 * GB, 600 * GB, 48, 192, 5.672, 737),
         _gpu("p4d.24xlarge", "A100", 8, 40 * GB, 1555 * GB, 96, 1152, 32.7726, 737),
+        # Multi-node serving (nodes_per_replica): 192 vCPUs and 2048 GiB each (the EC2 P5
+        # page). Prices after the June 2025 P5 price cut (*unverified*: p5.48xlarge was
+        # 98.32 before it); max_pods from the default network card's 2 ENIs of 50 addresses.
+        _gpu("p5.48xlarge", "H100", 8, _H100_MEMORY, _H100_BANDWIDTH, 192, 2048, 55.04, 100),
+        _gpu("p5en.48xlarge", "H200", 8, _H200_MEMORY, _H200_BANDWIDTH, 192, 2048, 63.296, 100),
         _cpu("m6i.xlarge", 4, 16, 0.192, 58),
         _cpu("m6i.2xlarge", 8, 32, 0.384, 58),
         _cpu("m7i.xlarge", 4, 16, 0.2016, 58),
@@ -193,15 +215,49 @@ _INSTANCE_STORE_AND_EFA: dict[str, tuple[int, bool]] = {
     "g6e.48xlarge": (7600, True),
     "g5.12xlarge": (3800, True),
     "p4d.24xlarge": (8000, True),
+    "p5.48xlarge": (30400, True),
+    "p5en.48xlarge": (30400, True),
 }
+
+# EFA interfaces a node can carry: one per network card (EC2 user guide, "Network cards":
+# g6e.24xlarge 2, g6e.48xlarge 4, p4d.24xlarge 4, p5.48xlarge 32, p5en.48xlarge 16; every other
+# type with EFA has one card). GPUDirect RDMA over EFA: p4d, p5 and p5en (the EFA guide's
+# "RDMA read/write" support); not listed for g6e (*unverified* there), whose traffic then
+# bounces through host memory.
+_EFA_INTERFACES: dict[str, int] = {
+    "g6e.24xlarge": 2,
+    "g6e.48xlarge": 4,
+    "p4d.24xlarge": 4,
+    "p5.48xlarge": 32,
+    "p5en.48xlarge": 16,
+}
+_EFA_RDMA = frozenset({"p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge"})
+# What joins a node's accelerators: NVSwitch on the A100/H100/H200 instances (600 GB/s per
+# GPU on p4d, 900 GB/s on p5 and p5en), PCIe on L40S and A10G, NeuronLink-v2 on Inferentia2.
+_NVLINK = frozenset({"p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge"})
+
+
+def _interconnect(instance: InstanceType) -> str:
+    if instance.accelerator is Accelerator.NEURON:
+        return "NeuronLink"
+    if instance.accelerator is Accelerator.NVIDIA:
+        return "NVLink" if instance.name in _NVLINK else "PCIe"
+    return ""
 
 
 def _with_local_facts(instance: InstanceType) -> InstanceType:
+    instance = replace(instance, device_interconnect=_interconnect(instance))
     facts = _INSTANCE_STORE_AND_EFA.get(instance.name)
     if facts is None:
         return instance
     store_gb, efa = facts
-    return replace(instance, local_nvme_gib=store_gb * GB // GIB, efa=efa)
+    return replace(
+        instance,
+        local_nvme_gib=store_gb * GB // GIB,
+        efa=efa,
+        efa_interfaces=_EFA_INTERFACES.get(instance.name, 1) if efa else 0,
+        efa_rdma=instance.name in _EFA_RDMA,
+    )
 
 
 INSTANCE_TYPES = {name: _with_local_facts(t) for name, t in INSTANCE_TYPES.items()}

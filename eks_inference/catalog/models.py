@@ -45,9 +45,22 @@ class ModelArchitecture(BaseModel):
         "the factor when the config enables YaRN-style rope_scaling)."
     )
     dtype: Dtype = "bfloat16"
+    fp8_parameters: int = Field(
+        default=0,
+        ge=0,
+        le=10**14,
+        description="Parameters the checkpoint stores in FP8 (one byte each), the rest at "
+        "dtype: a quantized checkpoint's linear layers. 0: none (the KV cache stays at dtype "
+        "either way).",
+    )
 
     @model_validator(mode="after")
     def _heads_are_consistent(self) -> ModelArchitecture:
+        if self.fp8_parameters > self.num_parameters:
+            raise ValueError(
+                f"fp8_parameters ({self.fp8_parameters}) exceeds num_parameters "
+                f"({self.num_parameters})"
+            )
         if self.num_attention_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
@@ -169,6 +182,56 @@ MODELS: dict[str, CatalogModel] = {
         ),
     ),
 }
+
+# Llama 3.1 405B (config.json of meta-llama/Llama-3.1-405B-Instruct): 126 layers, hidden size
+# 16384, 128 heads, 8 KV heads, intermediate size 53248, vocabulary 128256, untied embeddings;
+# the parameter count follows from them (405,853,388,800, as the model card's 405B). The FP8
+# checkpoint (meta-llama/Llama-3.1-405B-Instruct-FP8, FBGEMM row-wise FP8) quantizes the
+# feed-forward weights of every layer but the first and the last, and no attention weights
+# (the Llama 3 paper, "FP8 quantization"): 124 x 3 x 16384 x 53248 parameters in one byte.
+_LLAMA_405B = {
+    "family": "llama",
+    "num_layers": 126,
+    "hidden_size": 16384,
+    "num_attention_heads": 128,
+    "num_kv_heads": 8,
+    "vocab_size": 128256,
+    "num_parameters": 405_853_388_800,
+    # rope_scaling of type llama3 is built into the 131072; vLLM does not scale it.
+    "max_position_embeddings": 131072,
+}
+_LLAMA_405B_FP8_PARAMETERS = 124 * 3 * 16384 * 53248
+MODELS["llama-3.1-405b"] = CatalogModel(
+    hf_id="meta-llama/Llama-3.1-405B-Instruct",
+    architecture=ModelArchitecture.model_validate(_LLAMA_405B),
+)
+MODELS["llama-3.1-405b-fp8"] = CatalogModel(
+    hf_id="meta-llama/Llama-3.1-405B-Instruct-FP8",
+    architecture=ModelArchitecture.model_validate(
+        {**_LLAMA_405B, "fp8_parameters": _LLAMA_405B_FP8_PARAMETERS}
+    ),
+)
+# Qwen3-Coder-480B-A35B-Instruct, a mixture of experts (config.json of
+# Qwen/Qwen3-Coder-480B-A35B-Instruct, Qwen3MoeForCausalLM): 62 layers, hidden size 6144, 96
+# query heads and 8 KV heads of head_dim 128 (so head_dim is given: 6144 / 96 is 64), 160
+# experts of moe_intermediate_size 2560 with 8 routed per token, vocabulary 151936, untied
+# embeddings, max_position_embeddings 262144, bfloat16. Parameters from those figures:
+# 480,154,875,392 (the model card's 480B, 35B active). Every expert's weights are resident, so
+# memory is sized on all of them.
+MODELS["qwen3-coder-480b"] = CatalogModel(
+    hf_id="Qwen/Qwen3-Coder-480B-A35B-Instruct",
+    architecture=ModelArchitecture(
+        family="qwen3_moe",
+        num_layers=62,
+        hidden_size=6144,
+        num_attention_heads=96,
+        num_kv_heads=8,
+        head_dim=128,
+        vocab_size=151936,
+        num_parameters=480_154_875_392,
+        max_position_embeddings=262144,
+    ),
+)
 
 # Families whose mixed attention configurations fail or compile poorly with neuronx-cc.
 NEURON_POOR_COMPILE_FAMILIES = frozenset({"gemma", "gemma2", "gemma3"})

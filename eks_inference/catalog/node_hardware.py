@@ -79,6 +79,9 @@ NODE_HARDWARE: dict[str, NodeHardware] = {
     # Benchmark comparisons only.
     "g5.12xlarge": _nvme(40, 1, 3800, 1, 4),
     "p4d.24xlarge": _nvme(400, 8, 1000, 2, 8),
+    # P5 (H100) and P5en (H200): 3200 Gbps of EFA, 8 x 3.8 TB NVMe, two sockets.
+    "p5.48xlarge": _nvme(3200, 8, 3800, 2, 8),
+    "p5en.48xlarge": _nvme(3200, 8, 3800, 2, 8),
     # CPU pools: EBS only.
     "m6i.xlarge": _ebs_only(12.5),
     "m6i.2xlarge": _ebs_only(12.5),

@@ -22,8 +22,9 @@ _RESERVED_MEMORY_GIB = 2
 
 
 def weight_bytes(model: ModelArchitecture) -> int:
-    """Bytes of the weights at the model's dtype."""
-    return model.num_parameters * model.bytes_per_element
+    """Bytes of the weights: the FP8 parameters at one byte, the rest at the model's dtype."""
+    rest = model.num_parameters - model.fp8_parameters
+    return rest * model.bytes_per_element + model.fp8_parameters
 
 
 def kv_cache_bytes_per_token(model: ModelArchitecture, kv_heads: int | None = None) -> int:
@@ -157,10 +158,15 @@ def memory_fit(
     max_num_seqs: int,
     gpu_memory_utilization: float = 0.9,
     adapter_bytes: int = 0,
+    pipeline_parallel_size: int = 1,
 ) -> MemoryFit:
     """Weights, ``adapter_bytes`` of LoRA slots and the worst-case KV cache against the usable
-    memory of one tensor-parallel group."""
-    group = tensor_parallel_size * instance.memory_per_core_bytes
+    memory of a group of ``tensor_parallel_size`` x ``pipeline_parallel_size`` cores or GPUs.
+
+    Pipeline stages split the layers, so weights, adapter slots and KV cache are divided over
+    the stages as they are over the tensor-parallel ranks: the group holds them altogether once.
+    """
+    group = tensor_parallel_size * pipeline_parallel_size * instance.memory_per_core_bytes
     heads = sharded_heads(model, instance, tensor_parallel_size)
     return MemoryFit(
         weight_bytes=weight_bytes(model),
@@ -179,9 +185,11 @@ def max_num_seqs_that_fit(
     max_model_len: int,
     gpu_memory_utilization: float = 0.9,
     adapter_bytes: int = 0,
+    pipeline_parallel_size: int = 1,
 ) -> int:
     """The largest batch whose worst-case KV cache still fits beside the weights and
-    ``adapter_bytes`` of LoRA slots (0 if none)."""
+    ``adapter_bytes`` of LoRA slots (0 if none), in a group of ``pipeline_parallel_size``
+    stages."""
     fit = memory_fit(
         model,
         instance,
@@ -190,6 +198,7 @@ def max_num_seqs_that_fit(
         1,
         gpu_memory_utilization,
         adapter_bytes,
+        pipeline_parallel_size,
     )
     return fit.kv_room_bytes // fit.kv_cache_bytes
 
@@ -201,7 +210,7 @@ def lora_slot_bytes(
 
     vLLM allocates every slot up front, at the largest rank (``--max-lora-rank``) and the
     model's dtype, for every module of the model that LoRA supports, whatever the adapters
-    target: read at vLLM 0.29.0, ``vllm/lora/model_manager.py`` (``_create_lora_modules`` wraps
+    target: read at vLLM 0.34.0, ``vllm/lora/model_manager.py`` (``_create_lora_modules`` wraps
     every supported module, ``get_supported_lora_modules`` in ``vllm/lora/utils.py`` lists the
     linear layers and the embedding modules) and ``create_lora_weights`` of the layers in
     ``vllm/lora/layers/``. A slot holds A (rank x input) and B (output x rank) of each:

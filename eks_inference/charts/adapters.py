@@ -10,7 +10,7 @@ Every engine that runs vLLM's own OpenAI server with ``adapters``
   beside the weights. Its metadata is cached for :data:`ADAPTERS_METADATA_TTL` seconds
   rather than indefinitely, so a folder uploaded after the servers started is seen on its
   first request instead of being remembered as missing.
-- **Flags** (vLLM 0.29.0): ``--enable-lora`` with ``--max-loras``, ``--max-lora-rank`` and
+- **Flags** (vLLM 0.34.0): ``--enable-lora`` with ``--max-loras``, ``--max-lora-rank`` and
   ``--max-cpu-loras``; ``preload`` adapters are ``--lora-modules <name>=<folder>``, which
   the server registers at start-up.
 - **On demand.** vLLM finds an adapter it was not started with through its LoRA resolver

@@ -9,8 +9,8 @@ tiers and their sizes are written once. Read at the pinned releases (vLLM 0.29.0
   ``LMCacheConnectorV1``, which loads LMCache's ``vllm_v1_adapter``; ``kv_both`` stores and
   retrieves.
 - The attention backend is FlashInfer, as the serving guides configure LMCache. vLLM 0.29.0
-  has no ``VLLM_ATTENTION_BACKEND`` variable any more (``vllm/envs.py``); its setting is the
-  flag ``--attention-backend FLASHINFER`` (``AttentionBackendEnum``).
+  (and 0.34.0) has no ``VLLM_ATTENTION_BACKEND`` variable any more (``vllm/envs.py``); its
+  setting is the flag ``--attention-backend FLASHINFER`` (``AttentionBackendEnum``).
 - No ``--enforce-eager``: neither LMCache 0.5.6's vLLM integration nor vLLM 0.29.0's connector
   refuses CUDA graphs, so the server keeps them (and their decode speed).
 - ``PYTHONHASHSEED=0``: LMCache's token hasher keys chunks with Python's ``hash`` and warns

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from eks_inference import metrics
+from eks_inference import metrics, names
 from eks_inference.charts import adapters, kv_offload, pod
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.model_server import OPENAI_PORT, compiled_artifacts_path
@@ -24,10 +24,12 @@ from eks_inference.observability.observed import EngineMetrics
 from eks_inference.specification.artifacts import override_neuron_config
 from eks_inference.specification.deployment import ModelDeploymentSpec
 
-# The OpenAI server's supported entry point (0.16 on Neuron, 0.29 on GPUs); the model is its
+# The OpenAI server's supported entry point (0.16 on Neuron, 0.34 on GPUs); the model is its
 # positional argument, since `--model` is deprecated there.
 VLLM_SERVE_COMMAND = ("vllm", "serve")
-# Flags vLLM removed; rendering them would stop the server at argument parsing.
+# Flags vLLM removed; rendering them would stop the server at argument parsing. vLLM 0.34
+# accepts --disable-log-requests again, as the negation of --enable-log-requests (its
+# default), but the Neuron server's 0.16 refuses it, so it stays unrendered everywhere.
 REMOVED_VLLM_FLAGS = frozenset({"--device", "--disable-log-requests"})
 # Writable directories on a read-only root filesystem: HOME (and with it every cache vLLM,
 # Hugging Face, Triton, FlashInfer and torch keep under ~/.cache) and /tmp (torch inductor,
@@ -104,6 +106,7 @@ def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str
         ]
     return [
         *args,
+        *group_args(spec, node_rank="0"),
         *loader.server_args(spec),
         *adapters.server_args(spec),
         *kv_offload.server_args(spec),
@@ -111,6 +114,40 @@ def vllm_server_args(spec: ModelDeploymentSpec, *, bucket_name: str) -> list[str
         "0.0.0.0",
         "--port",
         str(OPENAI_PORT),
+    ]
+
+
+# The port the group's leader (node rank 0) listens on for the other ranks' torch.distributed
+# rendezvous: vLLM's default (ParallelConfig.master_port), written out so the policy and the
+# docs can name it.
+GROUP_MASTER_PORT = 29501
+
+
+def group_args(spec: ModelDeploymentSpec, *, node_rank: str) -> list[str]:
+    """The flags that make ``spec``'s server one rank of a multi-node group (none on one node).
+
+    vLLM's own multi-node mode (the multiprocessing backend across nodes, vLLM 0.34): tensor
+    parallel inside the node, one pipeline stage per node, every rank joining the leader's
+    rendezvous at ``$(LWS_LEADER_ADDRESS)``, which Kubernetes expands from the variable the
+    LeaderWorkerSet controller gives each container. ``node_rank`` is ``0`` on the leader and
+    the pod's worker index on the others.
+    """
+    if spec.multi_node is None:
+        return []
+    nodes = str(spec.nodes_per_replica)
+    return [
+        "--pipeline-parallel-size",
+        nodes,
+        "--distributed-executor-backend",
+        "mp",
+        "--nnodes",
+        nodes,
+        "--node-rank",
+        node_rank,
+        "--master-addr",
+        f"$({names.LWS_LEADER_ADDRESS_ENV})",
+        "--master-port",
+        str(GROUP_MASTER_PORT),
     ]
 
 

@@ -88,7 +88,7 @@ def plan(
 ) -> None:
     """Memory fit, decode throughput bound and cost: per deployment, or for one configuration."""
     # Its tables need rich, which the other commands do not load at start-up.
-    from eks_inference.cli import plan_render
+    from eks_inference.cli import configuration_render, plan_render
 
     for option, value in (
         ("--tensor-parallel", tensor_parallel),
@@ -178,7 +178,7 @@ def plan(
             measured_tokens_per_second=measured_tokens_per_second,
         )
         if not selected.fits:
-            does_not_fit = plan_render.does_not_fit(
+            does_not_fit = configuration_render.does_not_fit(
                 selected, planning.fitting_degree(selected, arch, instance)
             )
     elif price_per_hour is not None or measured_tokens_per_second is not None:
@@ -207,7 +207,7 @@ def plan(
         if json_output:
             emit(json.dumps(selected.as_json(), indent=2), output)
         else:
-            console.stdout().print(plan_render.configuration_table(selected))
+            console.stdout().print(configuration_render.configuration_table(selected))
         if does_not_fit is not None:
             # The table (or JSON) shows by how much; a script must not take it for a plan.
             raise CommandFailed(does_not_fit)

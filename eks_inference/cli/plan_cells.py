@@ -49,13 +49,20 @@ def fit(plan: ConfigurationPlan) -> str:
     return "yes" if plan.fits else "NO"
 
 
+def replicas_per_node(c: ConfigurationPlan) -> str:
+    """Replicas a node holds, or for a replica across nodes its group: nodes and GPUs."""
+    if c.nodes_per_replica == 1:
+        return str(c.replicas_per_node)
+    return f"1 per {c.nodes_per_replica} nodes ({c.accelerators_per_replica} GPUs)"
+
+
 def deployment_cells(d: DeploymentPlan) -> list[str]:
     c = d.configuration
     return [
         d.name,
         c.instance_type,
         str(c.tensor_parallel_size),
-        str(c.replicas_per_node),
+        replicas_per_node(c),
         f"{d.nodes_min}-{d.nodes_max}",
         memory(c),
         fit(c),

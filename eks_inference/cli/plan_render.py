@@ -27,19 +27,16 @@ from eks_inference.cli.plan_cells import (
     WATCH_NOTE,
     cold_start_rows,
     deployment_cells,
-    fit,
     kv_tier_rows,
-    memory,
     money,
     pool_cells,
-    rate,
     scale_to_zero_rows,
     watch_rows,
 )
 from eks_inference.cli.plan_split import SPLIT_HEADERS, split_rows
 
 if TYPE_CHECKING:
-    from eks_inference.ops.plan import ConfigurationPlan, DeploymentPlan, PlatformPlan
+    from eks_inference.ops.plan import DeploymentPlan, PlatformPlan
 
 
 @dataclass(frozen=True)
@@ -131,51 +128,6 @@ def platform_tables(plan: PlatformPlan) -> list[Table]:
             warnings.add_row(warning)
         tables.append(warnings)
     return tables
-
-
-# What the cost of a configuration that does not fit is shown as: it serves nothing.
-_NO_COST = "none: does not fit"
-
-
-def does_not_fit(plan: ConfigurationPlan, fitting_degree: int | None) -> str:
-    """Why ``plan`` cannot be served, on one line, with what to change: ``fitting_degree``, a
-    larger tensor-parallel degree of the same instance type that fits, when there is one."""
-    fix = f"use --tensor-parallel {fitting_degree}, " if fitting_degree else ""
-    return (
-        f"{plan.model} does not fit on {plan.label}: {plan.required_gib:.1f} GiB needed, "
-        f"{plan.usable_memory_gib:.1f} GiB usable at max_model_len {plan.max_model_len} and "
-        f"max_num_seqs {plan.max_num_seqs}; {fix}lower --max-model-len or --max-num-seqs, or "
-        "see --plot for the configurations that fit"
-    )
-
-
-def configuration_table(plan: ConfigurationPlan) -> Table:
-    """One configuration as a two-column table."""
-    table = Table(title=f"{plan.model} on {plan.label}", title_justify="left", show_header=False)
-    table.add_column("", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    source = "measured" if plan.throughput_source == "measured" else "decode bound"
-    rows = [
-        ("fits", fit(plan)),
-        ("weights", f"{plan.weights_gib:.1f} GiB"),
-        (
-            "KV cache",
-            f"{plan.kv_cache_gib:.1f} GiB ({plan.max_num_seqs} seqs x {plan.max_model_len} tokens)",
-        ),
-        ("memory", memory(plan)),
-        ("usable memory", f"{plan.usable_memory_gib:.1f} GiB"),
-        ("replicas per node", str(plan.replicas_per_node)),
-        ("decode bound (node)", f"{rate(plan.decode_tokens_per_second_bound)} tok/s"),
-        ("price per node", f"{money(plan.price_per_hour)}/h ({plan.price_source})"),
-        ("throughput used", f"{rate(plan.tokens_per_second)} tok/s ({source})"),
-        ("$ per 1M tokens", money(plan.cost_per_million_tokens) if plan.fits else _NO_COST),
-    ]
-    if plan.padding_gib > 0:
-        # NxD Inference pads attention heads up to a multiple of TP; memory counts them.
-        rows.insert(3, ("head padding", f"{plan.padding_gib:.1f} GiB"))
-    for key, value in rows:
-        table.add_row(key, value)
-    return table
 
 
 def _markdown_table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str]:

@@ -12,6 +12,7 @@ from eks_inference.constructs.addons import (
     KarpenterNodeProvisioning,
     KServe,
     KubeRay,
+    LeaderWorkerSet,
     LoadBalancerController,
     MountpointS3Csi,
     NeuronDevicePlugin,
@@ -28,6 +29,7 @@ from eks_inference.constructs.addons.inference_extension import InferenceExtensi
 from eks_inference.constructs.addons.karpenter import KarpenterOptions
 from eks_inference.constructs.addons.kserve import KServeOptions
 from eks_inference.constructs.addons.kuberay import KubeRayOptions
+from eks_inference.constructs.addons.leaderworkerset import LeaderWorkerSetOptions
 from eks_inference.constructs.addons.load_balancer_controller import (
     LoadBalancerControllerOptions,
 )
@@ -70,6 +72,8 @@ __all__ = [
     "KarpenterOptions",
     "KubeRay",
     "KubeRayOptions",
+    "LeaderWorkerSet",
+    "LeaderWorkerSetOptions",
     "LoadBalancerController",
     "LoadBalancerControllerOptions",
     "ModelBucket",

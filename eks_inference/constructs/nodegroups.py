@@ -68,6 +68,13 @@ def cluster_autoscaler_tags(pool: NodePool, cluster_name: str) -> dict[str, str]
     return tags
 
 
+# aws-cdk-lib's Nodegroup (2.275) counts GPU instance classes up to P4D and G6E and refuses
+# the NVIDIA AMI for newer ones ("The specified AMI does not match the instance types
+# architecture"); a pool of these names its instance types on the CloudFormation resource
+# itself, with the same AMI type.
+_GPU_FAMILIES_CDK_LACKS = frozenset({"p5", "p5en"})
+
+
 class PoolNodegroup(Construct):
     """One EKS managed node group for a :class:`NodePool`, and its autoscaler tags.
 
@@ -120,12 +127,13 @@ class PoolNodegroup(Construct):
             ],
         )
         self.tags = cluster_autoscaler_tags(pool, cluster_name)
+        known = pool.instance.family not in _GPU_FAMILIES_CDK_LACKS
         self.nodegroup = eks.Nodegroup(
             self,
             "Nodegroup",
             cluster=cluster,
             ami_type=_AMI_TYPES[pool.ami_type],
-            instance_types=[ec2.InstanceType(t) for t in pool.instance_types],
+            instance_types=[ec2.InstanceType(t) for t in pool.instance_types] if known else None,
             capacity_type=_CAPACITY_TYPES[pool.capacity_type],
             min_size=pool.min_size,
             max_size=pool.max_size,
@@ -147,6 +155,10 @@ class PoolNodegroup(Construct):
             subnets=subnets,
             tags=self.tags,
         )
+        if not known:
+            resource = self.nodegroup.node.default_child
+            assert isinstance(resource, eks.CfnNodegroup)
+            resource.add_property_override("InstanceTypes", list(pool.instance_types))
         self._tag_auto_scaling_group(cluster_name)
 
     def _tag_auto_scaling_group(self, cluster_name: str) -> None:

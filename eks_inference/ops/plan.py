@@ -20,6 +20,7 @@ from eks_inference.catalog import (
     ModelArchitecture,
     sizing,
 )
+from eks_inference.catalog.node_hardware import node_hardware
 from eks_inference.catalog.spot_prices import SCARCE_SPOT_FAMILIES, SPOT_PRICES
 from eks_inference.observability.signals import Watch, signals_of
 from eks_inference.ops.deployment_sections import (
@@ -50,6 +51,9 @@ _DEFAULTS = Limits()
 DEFAULT_MAX_MODEL_LEN = _DEFAULTS.max_model_len
 DEFAULT_MAX_NUM_SEQS = _DEFAULTS.max_num_seqs
 DEFAULT_GPU_MEMORY_UTILIZATION = _DEFAULTS.gpu_memory_utilization
+# Instance families whose on-demand capacity is rarely there to launch: EC2 sells them through
+# On-Demand Capacity Reservations and Capacity Blocks for ML (the P5 and P5en pages).
+CAPACITY_RESERVED_FAMILIES = frozenset({"p5", "p5en"})
 PriceSource = Literal["catalog", "given", "spot", "spot given"]
 """Where a node price comes from: the on-demand catalog, ``--price-per-hour``, the catalog's
 spot prices, or ``--spot-price``."""
@@ -79,6 +83,10 @@ class ConfigurationPlan:
     tokens_per_second: float
     throughput_source: Literal["bound", "measured"]
     cost_per_million_tokens: float
+    # A replica across nodes (multi_node): its nodes, and all their accelerators; memory is the
+    # group's, the price per node, and the cost per million tokens the group's.
+    nodes_per_replica: int = 1
+    accelerators_per_replica: int = 0
 
     @property
     def memory_utilization(self) -> float:
@@ -108,6 +116,7 @@ def plan_configuration(
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     price_source: PriceSource | None = None,
     adapter_bytes: int = 0,
+    nodes_per_replica: int = 1,
 ) -> ConfigurationPlan:
     """Size one configuration. ``tensor_parallel_size`` must be usable (see above).
 
@@ -116,6 +125,12 @@ def plan_configuration(
     (whose origin ``price_source`` names; default ``given``). ``adapter_bytes`` of LoRA slots
     are part of the fit, as the weights are. Raises :class:`BadInput` when ``max_model_len``
     exceeds the model's context.
+
+    With ``nodes_per_replica`` above 1 the replica is a group of that many nodes, one
+    pipeline stage each: memory is the group's, and the decode bound stays that of one token
+    through every stage in turn (each node streams its share of the weights and KV cache at
+    its own bandwidth, one stage after another), which pipelining several batches can only
+    raise; the cost per million tokens pays for every node of the group.
     """
     _require_supported_context(model, max_model_len)
     fit = sizing.memory_fit(
@@ -126,6 +141,7 @@ def plan_configuration(
         max_num_seqs,
         gpu_memory_utilization,
         adapter_bytes,
+        nodes_per_replica,
     )
     bound = sizing.decode_tokens_per_second_bound(
         model, instance, tensor_parallel_size, max_model_len, max_num_seqs
@@ -154,7 +170,9 @@ def plan_configuration(
         price_source=price_source,
         tokens_per_second=rate,
         throughput_source="bound" if measured_tokens_per_second is None else "measured",
-        cost_per_million_tokens=sizing.cost_per_million_tokens(price, rate),
+        cost_per_million_tokens=sizing.cost_per_million_tokens(price * nodes_per_replica, rate),
+        nodes_per_replica=nodes_per_replica,
+        accelerators_per_replica=tensor_parallel_size * nodes_per_replica,
     )
 
 
@@ -325,9 +343,15 @@ def plan_warnings(
     """What the plan's prices cannot promise: scarce spot capacity, spot prices it lacks."""
     warnings = []
     for pool in platform.node_pools:
+        instance = pool.instance
+        if instance.family in CAPACITY_RESERVED_FAMILIES and not pool.capacity_reservation_ids:
+            warnings.append(
+                f"pool {pool.name!r} launches {instance.name} without a Capacity Reservation or "
+                "Capacity Block: on-demand capacity for it is rarely there; reserve it and "
+                "name it in capacity_reservation_ids (capacity_type: RESERVED, Karpenter)"
+            )
         if "SPOT" not in pool.capacity_types:
             continue
-        instance = pool.instance
         if instance.family in SCARCE_SPOT_FAMILIES:
             later = pool.capacity_types[pool.capacity_types.index("SPOT") + 1 :]
             fallback = (
@@ -345,6 +369,15 @@ def plan_warnings(
             warnings.append(
                 f"pool {pool.name!r}: the catalog has no spot price for {instance.name}; it is "
                 f"priced on-demand (give --spot-price {instance.name}=USD)"
+            )
+    for deployment in platform.deployments:
+        group = deployment.multi_node
+        if group is not None and group.allow_without_efa and not deployment.instance.efa:
+            gbps = node_hardware(deployment.instance_type).network_gbps
+            warnings.append(
+                f"deployment {deployment.name!r} spans {group.nodes_per_replica} "
+                f"{deployment.instance_type} nodes without EFA: its pipeline stages hand over "
+                f"activations by TCP on {gbps:g} Gbps, expect slower tokens than EFA gives"
             )
     return tuple(warnings)
 
@@ -434,9 +467,10 @@ def plan_deployment(
             price_per_hour=None if price is None else price.per_hour,
             price_source=None if price is None else price.source,
             adapter_bytes=spec.adapter_bytes,
+            nodes_per_replica=spec.nodes_per_replica,
         ),
-        nodes_min=sizing.nodes_needed(spec.scaling.min_replicas, per_node),
-        nodes_max=sizing.nodes_needed(spec.scaling.max_replicas, per_node),
+        nodes_min=sizing.nodes_needed(spec.scaling.min_replicas, per_node) * spec.nodes_per_replica,
+        nodes_max=spec.max_nodes,
         watch=signals_of(spec).watch_list(),
         kv_tiers=kv_tiers(spec),
         adapters=adapter_slots(spec),

@@ -22,7 +22,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from eks_inference.specification.aws_types import KeyPrefix
 from eks_inference.specification.validation import Problems, rule_error
 
-#: The ranks ``--max-lora-rank`` accepts in the pinned GPU vLLM (0.29.0: ``MaxLoRARanks`` of
+#: The ranks ``--max-lora-rank`` accepts in the pinned GPU vLLM (0.34.0: ``MaxLoRARanks`` of
 #: ``vllm/config/lora.py``; the recorded options table lists them as its choices).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # Far beyond what one GPU group holds (each slot is tens of MiB at the smallest ranks): a

@@ -172,6 +172,18 @@ class PicksEndpoints(Capability):
 
 
 @dataclass(frozen=True)
+class ServesAcrossNodes(Capability):
+    """One replica runs across several nodes (``multi_node``), on the accelerators given: a
+    group of one pod per node that starts, fails and rolls out as one, with only its leader
+    behind the Service."""
+
+    accelerators: frozenset[Accelerator]
+
+    def serves(self, spec: ModelDeploymentSpec) -> bool:
+        return spec.accelerator in self.accelerators
+
+
+@dataclass(frozen=True)
 class FieldNeed:
     """A spec field that only an engine with ``capability`` can honour.
 
@@ -236,5 +248,12 @@ FIELD_NEEDS: tuple[FieldNeed, ...] = (
         lambda spec: spec.routing is not None and spec.routing.picks,
         "stand behind the endpoint picker",
         "set picker: round_robin (or remove routing)",
+    ),
+    FieldNeed(
+        ("multi_node",),
+        ServesAcrossNodes,
+        lambda spec: spec.multi_node is not None,
+        "serve one replica across several nodes",
+        "remove multi_node and choose an instance type that holds the model",
     ),
 )

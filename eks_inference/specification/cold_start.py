@@ -191,7 +191,9 @@ def cold_start(spec: ModelDeploymentSpec, loader: str | None = None) -> ColdStar
     name = loader or spec.weights.loader
     instance = spec.instance
     hardware = node_hardware(instance.name)
-    size = float(sizing.weight_bytes(spec.model.architecture))
+    # Each node of a multi-node replica loads its own pipeline stage, a share of the weights,
+    # at the same time as the others.
+    size = float(sizing.weight_bytes(spec.model.architecture)) / spec.nodes_per_replica
     image = figures.SERVING_IMAGE_BYTES[instance.accelerator]
     pull = figures.image_pull_bytes_per_second()
     node = figures.NODE_READY

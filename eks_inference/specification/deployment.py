@@ -220,6 +220,31 @@ class NeuronOptions(BaseModel):
     )
 
 
+MAX_NODES_PER_REPLICA = 64  # far beyond the largest published group (8 nodes)
+
+
+class MultiNode(BaseModel):
+    """One model replica across several nodes (engines that serve across nodes, ``engine:
+    vllm`` on GPUs): a LeaderWorkerSet group of ``nodes_per_replica`` pods, one per node.
+
+    The spec counts nodes, not pipeline stages, because nodes are what the pool holds, the
+    plan prices and the group is made of; the parallel layout follows from them: tensor
+    parallelism over all of one node's GPUs (its all-reduce on every layer needs NVLink or the
+    node's PCIe switches, not the network) and one pipeline stage per node
+    (``--pipeline-parallel-size = nodes_per_replica``), whose hand-over between nodes is one
+    activation per token. ``allow_without_efa`` admits an instance type without Elastic Fabric
+    Adapter (TCP between the stages, a bandwidth the plan warns about); off by default.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nodes_per_replica: int = Field(ge=2, le=MAX_NODES_PER_REPLICA)
+    allow_without_efa: bool = Field(
+        default=False,
+        description="Serve across nodes of an instance type without EFA (stages talk TCP).",
+    )
+
+
 class ModelDeploymentSpec(SpecModel):
     """One model served on one accelerator instance type, by vLLM or Ray Serve on KubeRay.
 
@@ -282,6 +307,21 @@ class ModelDeploymentSpec(SpecModel):
         "balancer's round robin; prefix_cache or kv_cache_load, the Inference Extension's "
         "endpoint picker (engine: vllm on GPUs).",
     )
+    multi_node: MultiNode | None = Field(
+        default=None,
+        description="One replica across several nodes (engine: vllm on GPUs); absent: one "
+        "node at most.",
+    )
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Nodes one replica occupies: ``multi_node.nodes_per_replica``, else 1."""
+        return self.multi_node.nodes_per_replica if self.multi_node is not None else 1
+
+    @property
+    def pipeline_parallel_size(self) -> int:
+        """Pipeline stages of a replica: one per node (see :class:`MultiNode`)."""
+        return self.nodes_per_replica
 
     @property
     def instance(self) -> InstanceType:
@@ -321,8 +361,11 @@ class ModelDeploymentSpec(SpecModel):
 
     @property
     def max_nodes(self) -> int:
-        """Nodes the deployment occupies at ``max_replicas``."""
-        return sizing.nodes_needed(self.scaling.max_replicas, self.replicas_per_node)
+        """Nodes the deployment occupies at ``max_replicas`` (each replica's whole group)."""
+        return (
+            sizing.nodes_needed(self.scaling.max_replicas, self.replicas_per_node)
+            * self.nodes_per_replica
+        )
 
     @property
     def rollout_headroom_replicas(self) -> int:
@@ -337,8 +380,11 @@ class ModelDeploymentSpec(SpecModel):
     @property
     def nodes_during_rollout(self) -> int:
         """Nodes needed while a rollout runs at ``max_replicas``: the pool must hold this."""
-        return sizing.nodes_needed(
-            self.scaling.max_replicas + self.rollout_headroom_replicas, self.replicas_per_node
+        return (
+            sizing.nodes_needed(
+                self.scaling.max_replicas + self.rollout_headroom_replicas, self.replicas_per_node
+            )
+            * self.nodes_per_replica
         )
 
     @property
@@ -355,6 +401,7 @@ class ModelDeploymentSpec(SpecModel):
             self.limits.max_num_seqs,
             self.limits.gpu_memory_utilization,
             self.adapter_bytes,
+            self.pipeline_parallel_size,
         )
 
     @property

@@ -29,6 +29,7 @@ from eks_inference.specification.engine_rules import (
     supported_loader_problem,
 )
 from eks_inference.specification.kv_serving_rules import check_kv_cache
+from eks_inference.specification.multi_node_rules import MULTI_NODE_RULE
 from eks_inference.specification.routing_rules import check_replicas_to_pick_from
 from eks_inference.specification.validation import Problems, Rule
 from eks_inference.specification.weights_rules import image_size_problem, mountpoint_cache_problem
@@ -109,6 +110,7 @@ def _check_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
         limits.max_model_len,
         limits.gpu_memory_utilization,
         spec.adapter_bytes,
+        spec.pipeline_parallel_size,
     )
     room_without_adapters = fit.capacity_bytes - fit.weight_bytes - fit.padding_bytes
     if (
@@ -124,6 +126,10 @@ def _check_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
         fixes.append(f"max_num_seqs <= {seqs}")
     if not fitting:
         fixes.append(_where_it_fits(spec))
+    group = ""
+    if spec.multi_node is not None:
+        group = f"{spec.nodes_per_replica} nodes x "
+        fixes.append(f"multi_node.nodes_per_replica {spec.nodes_per_replica + 1}")
     padding = (
         f" + {sizing.gib(fit.padding_bytes):.1f} GiB of padded and replicated heads"
         if fit.padding_bytes
@@ -136,7 +142,7 @@ def _check_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
         f"weights ({sizing.gib(fit.weight_bytes):.1f} GiB{padding}) plus KV cache for "
         f"{limits.max_num_seqs} x {limits.max_model_len} tokens "
         f"({sizing.gib(fit.kv_cache_bytes):.1f} GiB) exceed the "
-        f"{sizing.gib(fit.capacity_bytes):.1f} GiB usable on "
+        f"{sizing.gib(fit.capacity_bytes):.1f} GiB usable on {group}"
         f"{sizing.accelerator_units(instance, spec.tensor_parallel_size)} of {instance.name}; "
         f"use {' or '.join(fixes)}",
         spec.tensor_parallel_size,
@@ -235,7 +241,9 @@ _LIMITS_SIZED = "limits.max_model_len limits.max_num_seqs limits.gpu_memory_util
 _RULES = (
     _rule("engine instance_type", supported_accelerator_problem),
     _rule("model limits.max_model_len", _check_context_length),
-    _rule(f"model instance_type tensor_parallel_size {_LIMITS_SIZED} adapters", _check_fit),
+    _rule(
+        f"model instance_type tensor_parallel_size multi_node {_LIMITS_SIZED} adapters", _check_fit
+    ),
     _rule("weights.loader engine instance_type", supported_loader_problem),
     _rule("weights.loader model", image_size_problem),
     _rule("weights.cache_gib instance_type", mountpoint_cache_problem),
@@ -260,6 +268,7 @@ _RULES = (
         check_adapters,
     ),
     _rule("routing scaling.max_replicas", check_replicas_to_pick_from),
+    MULTI_NODE_RULE,
     *FIELD_NEED_RULES,
 )
 

@@ -62,6 +62,9 @@ TOPOLOGY_POLICIES: dict[str, TopologyPolicy] = {
     "g6e": _ONE_NODE,
     "g5": _ONE_NODE,
     "p4d": _FEWEST_NODES,
+    # Eight GPUs over two sockets, like p4d: a replica of all eight spans both NUMA nodes.
+    "p5": _FEWEST_NODES,
+    "p5en": _FEWEST_NODES,
     "inf2": _FEWEST_NODES,
 }
 

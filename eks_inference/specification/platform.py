@@ -29,6 +29,7 @@ from eks_inference.specification import files as spec_file
 from eks_inference.specification.aws_types import AccountId, BucketName, Region
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint
+from eks_inference.specification.multi_node_rules import group_zone_problems
 from eks_inference.specification.node_pools import (
     NodePool,
     managed_node_group_problems,
@@ -345,6 +346,13 @@ def _check_lustre_zones(platform: PlatformSpec, problems: Problems) -> None:
             lustre_zone_problems(deployment, platform.node_pools[j], j, problems)
 
 
+def _check_group_zones(platform: PlatformSpec, problems: Problems) -> None:
+    """A multi-node deployment's groups run in one zone."""
+    for deployment, pools in zip(platform.deployments, _offering(platform), strict=True):
+        for j in pools:
+            group_zone_problems(deployment, platform.node_pools[j], j, problems)
+
+
 def _check_numa(platform: PlatformSpec, problems: Problems) -> None:
     """Replicas sit on one NUMA node where their pool's topology policy demands it."""
     for i, (deployment, pools) in enumerate(
@@ -467,6 +475,7 @@ _RULES = (
     Rule(frozenset({"node_pools", "deployments"}), _check_compile_disks),
     Rule(frozenset({"node_pools", "deployments"}), _check_lustre_zones),
     Rule(frozenset({"node_pools", "deployments"}), _check_numa),
+    Rule(frozenset({"node_pools", "deployments"}), _check_group_zones),
     Rule(frozenset({"cluster_name", "endpoint", "deployments"}), _check_routes),
     Rule(frozenset({"cluster_name", "node_pools", "node_provisioning"}), _check_node_provisioning),
     Rule(

@@ -26,6 +26,7 @@ from eks_inference.constructs import (
     InferenceObservability,
     KarpenterNodeProvisioning,
     KServe,
+    LeaderWorkerSet,
     LoadBalancerController,
     ModelBucket,
     ModelDeployment,
@@ -236,6 +237,12 @@ class InferenceStack(Stack):
         self.inference_extension: InferenceExtension | None = (
             InferenceExtension(self.cluster, "InferenceExtension", platform=self.platform_addons)
             if any(picks_endpoints(spec) for spec in platform.deployments)
+            else None
+        )
+        # The LeaderWorkerSet controller only when a deployment serves across nodes.
+        self.leader_worker_set: LeaderWorkerSet | None = (
+            LeaderWorkerSet(self.cluster, "LeaderWorkerSet", platform=self.platform_addons)
+            if needed & set(LeaderWorkerSet.PROVIDES.crds)
             else None
         )
         self.load_balancer_controller: LoadBalancerController | None = None

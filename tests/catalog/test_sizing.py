@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
-from eks_inference.catalog import INSTANCE_TYPES, MODELS, sizing
+from eks_inference.catalog import INSTANCE_TYPES, MODELS, ModelArchitecture, sizing
 
 
 @pytest.mark.parametrize(
@@ -72,3 +73,22 @@ def test_pod_resources_leave_a_system_reserve() -> None:
     assert 3 * pod.memory_mib < node.memory_gib * 1024
     assert pod.cpu == str(pod.cpu_millis // 1000)  # whole CPUs, pinned by the static CPU manager
     assert pod.memory.endswith("Mi")
+
+
+def test_frontier_models_weigh_what_their_checkpoints_hold() -> None:
+    """405B at BF16 is 2 bytes a parameter; its FP8 checkpoint stores the feed-forward weights
+    of 124 of its 126 layers in one byte; Qwen3-Coder-480B holds every expert."""
+    bf16 = MODELS["llama-3.1-405b"].architecture
+    fp8 = MODELS["llama-3.1-405b-fp8"].architecture
+    assert sizing.weight_bytes(bf16) == 2 * 405_853_388_800
+    assert sizing.weight_bytes(fp8) == 2 * 405_853_388_800 - 124 * 3 * 16384 * 53248
+    assert sizing.kv_cache_bytes_per_token(fp8) == sizing.kv_cache_bytes_per_token(bf16)
+    qwen = MODELS["qwen3-coder-480b"].architecture
+    assert sizing.weight_bytes(qwen) == 2 * 480_154_875_392
+    assert sizing.kv_cache_bytes_per_token(qwen) == 2 * 62 * 8 * 128 * 2
+
+
+def test_fp8_parameters_cannot_exceed_the_parameters() -> None:
+    fields = MODELS["llama-3-8b"].architecture.model_dump()
+    with pytest.raises(ValidationError, match="fp8_parameters"):
+        ModelArchitecture.model_validate({**fields, "fp8_parameters": fields["num_parameters"] + 1})

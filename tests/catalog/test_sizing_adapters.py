@@ -1,6 +1,6 @@
 """LoRA adapter slots in the memory fit, against a hand computation for Llama-3-8B.
 
-vLLM 0.29.0 allocates each slot at ``--max-lora-rank`` for every module LoRA supports (see
+vLLM 0.34.0 allocates each slot at ``--max-lora-rank`` for every module LoRA supports (see
 :func:`eks_inference.catalog.sizing.lora_slot_bytes`); the numbers below are the model's
 ``config.json`` (hidden 4096, MLP 14336, 32 heads of 128, 8 KV heads, 32 layers, vocabulary
 128256, bfloat16) worked through module by module.

@@ -87,7 +87,7 @@ def route_table(name: str) -> tuple[ServerRoute, ...]:
     return tuple(ServerRoute(method, path) for method, path in rows)
 
 
-VLLM_GPU_ROUTES = route_table("vllm-v0.29.0-routes.txt")
+VLLM_GPU_ROUTES = route_table("vllm-v0.34.0-routes.txt")
 VLLM_NEURON_ROUTES = route_table("vllm-v0.16.0-routes.txt")
 RAY_LLM_ROUTES = route_table("ray-2.60.0-serve-llm-routes.txt")
 SERVE_PROXY_ROUTES = tuple(r for r in RAY_LLM_ROUTES if r.method == "PROXY")

@@ -59,7 +59,7 @@ def test_the_server_is_wired_to_lmcache(variants: Rendered) -> None:
     assert env["LMCACHE_MAX_LOCAL_CPU_SIZE"] == str(offload.cpu_gib)
     assert env["LMCACHE_LOCAL_DISK"] == f"file://{kv_offload.DISK_TIER_PATH}/"
     assert env["LMCACHE_MAX_LOCAL_DISK_SIZE"] == str(offload.disk_gib)
-    # vLLM 0.29.0 reads no VLLM_ATTENTION_BACKEND: the flag above replaces it.
+    # vLLM 0.29.0 and 0.34.0 read no VLLM_ATTENTION_BACKEND: the flag above replaces it.
     assert "VLLM_ATTENTION_BACKEND" not in env
 
 

@@ -1,5 +1,5 @@
-"""Every ``vllm serve`` argument list the charts render for GPUs, checked against vLLM 0.29.0's
-option table (``tests/upstream/vllm-v0.29.0-serve-options.txt``, rebuilt from the pinned
+"""Every ``vllm serve`` argument list the charts render for GPUs, checked against vLLM 0.34.0's
+option table (``tests/upstream/vllm-v0.34.0-serve-options.txt``, rebuilt from the pinned
 parser by ``tests/engine_parsers`` where vLLM is installed): each option exists, flags take
 no value, values are of their option's kind, choices among the allowed, JSON parses."""
 
@@ -20,6 +20,7 @@ from tests.helpers.platforms import EXAMPLES
 from tests.helpers.rendered import CONTEXT, Rendered
 from tests.helpers.vllm_args import (
     VLLM_SERVE_ENGINES,
+    by_role,
     rendered_vllm_args,
     serve_args_of,
     serve_args_problems,
@@ -63,7 +64,7 @@ def _gpu_serve_args(
             continue
         lists = serve_args_of(rendered)
         if lists:
-            (found[name],) = lists
+            found.update(by_role(name, lists))
     return found
 
 
@@ -74,12 +75,15 @@ def test_every_rendered_gpu_argument_list_passes_the_pinned_option_table(
     for source, platform, objects in _platforms(reference, variants):
         for name, args in _gpu_serve_args(platform, objects).items():
             assert serve_args_problems(args, OPTIONS) == [], (source, name, args)
-            checked.append((platform.deployment(name), args))
+            checked.append((platform.deployment(name.split("/")[0]), args))
     # Every engine that runs `vllm serve`, LMCache's connector and the API key's middleware.
     assert {spec.engine for spec, _ in checked} == VLLM_SERVE_ENGINES
     assert any("--kv-transfer-config" in args for _, args in checked)
     # LoRA adapters: the slots and a preloaded adapter, as an example and the variants render.
     assert any("--enable-lora" in args and "--lora-modules" in args for _, args in checked)
+    # A multi-node group's leader and its headless workers.
+    assert any("--nnodes" in args and "--headless" not in args for _, args in checked)
+    assert any("--nnodes" in args and "--headless" in args for _, args in checked)
     assert any("--middleware" in args for spec, args in checked if spec.engine == "kserve")
 
 
@@ -117,13 +121,18 @@ def test_the_check_refuses_what_the_parser_refuses(args: list[str], problem: str
 
 
 def test_flags_vllm_removed_are_not_options_of_the_pinned_release() -> None:
-    for flag in REMOVED_VLLM_FLAGS:
-        assert flag not in OPTIONS
+    """``--device`` is gone; ``--disable-log-requests`` came back in 0.34 only as the negation
+    of ``--enable-log-requests``, not the option 0.12 removed (which took no part in a pair)."""
+    assert {"--device", "--disable-log-requests"} == REMOVED_VLLM_FLAGS
+    assert "--device" not in OPTIONS
+    back = OPTIONS["--disable-log-requests"]
+    assert (back.dest, back.kind) == ("enable_log_requests", "flag")
+    assert OPTIONS["--enable-log-requests"].dest == back.dest
 
 
 def test_the_table_reads_the_options_the_charts_render_as_the_source_declares_them() -> None:
     """Spot checks against vllm/engine/arg_utils.py and entrypoints/launchers/cli_args.py at
-    v0.29.0: the kind each declared type becomes through _compute_kwargs."""
+    v0.34.0: the kind each declared type becomes through _compute_kwargs."""
     kinds = {o.option: (o.kind, o.nargs, o.detail) for o in OPTIONS.values()}
     # served_model_name: str | list[str] | None -> one or more strings.
     assert kinds["--served-model-name"] == ("value", "+", "str")

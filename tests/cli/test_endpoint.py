@@ -38,7 +38,7 @@ MODELS = {
     ],
 }
 
-# A deployment serving LoRA adapters: vLLM 0.29.0's /v1/models lists each adapter with its
+# A deployment serving LoRA adapters: vLLM 0.34.0's /v1/models lists each adapter with its
 # base model as "parent" (OpenAIServingModels.show_available_models).
 LORA_MODELS = {
     "object": "list",

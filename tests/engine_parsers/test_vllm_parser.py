@@ -1,6 +1,6 @@
 """Every GPU vLLM argument list the charts render, parsed by the pinned vLLM's own parser.
 
-vLLM 0.29.0 (``versions.GPU_VLLM_VERSION``) with its dependencies (torch among them, some
+vLLM 0.34.0 (``versions.GPU_VLLM_VERSION``) with its dependencies (torch among them, some
 gigabytes) is not part of the development environment every test runs in; where it is
 installed, these tests run ``vllm serve``'s parser (``vllm.entrypoints.cli.serve``) on the
 arguments of every GPU deployment of every engine that runs ``vllm serve`` (standalone vLLM
@@ -12,8 +12,13 @@ checks every rendered list against the table in every environment. They need onl
 layer and the engines' server builders (no cdk8s), so an environment with vLLM and this
 package's pure-Python dependencies runs them:
 
-    python -m venv /tmp/vllm && /tmp/vllm/bin/pip install vllm==0.29.0 pytest
+    python -m venv /tmp/vllm && /tmp/vllm/bin/pip install vllm==0.34.0 pytest
     PYTHONPATH=. /tmp/vllm/bin/python -m pytest tests/engine_parsers -p no:cacheprovider
+
+Where pip cannot resolve vLLM 0.34.0's ``flashinfer-python==0.7.3``, install the wheel with
+``--no-deps`` and its other requirements: building the parser never imports FlashInfer. The
+tests' own imports (the package's dependencies, hypothesis, kubernetes-validate, moto) go in
+the same environment.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import GPU_VLLM_VERSION
 from tests.helpers.platforms import REPO
 from tests.helpers.rendered import variants_spec
-from tests.helpers.vllm_args import option_rows, rendered_vllm_args, serve_options
+from tests.helpers.vllm_args import EXPANDED, option_rows, rendered_vllm_args, serve_options
 
 # Parsing needs a platform to describe devices, chosen when vLLM is first imported; the
 # server's image finds its GPUs itself.
@@ -59,8 +64,9 @@ def _cases() -> list[tuple[str, ModelDeploymentSpec, bool, list[str]]]:
     for source, platform in _platforms():
         routes = platform.routes()
         for name, args in rendered_vllm_args(platform, CONTEXT).items():
-            keyed = requires_api_key(routes.get(name))
-            cases.append((f"{source}:{name}", platform.deployment(name), keyed, args))
+            deployment = name.split("/")[0]
+            keyed = requires_api_key(routes.get(deployment))
+            cases.append((f"{source}:{name}", platform.deployment(deployment), keyed, args))
     return cases
 
 
@@ -92,12 +98,13 @@ def test_every_engine_running_vllm_serve_is_covered() -> None:
     assert {"vllm", "kserve"} <= engines
     assert any(spec.kv_cache is not None for _, spec, _, _ in CASES)
     assert any(keyed for _, _, keyed, _ in CASES)
+    assert any(spec.multi_node is not None for _, spec, _, _ in CASES)
 
 
 def test_the_vendored_option_table_is_the_pinned_parsers(
     parser: argparse.ArgumentParser,
 ) -> None:
-    """tests/upstream/vllm-v0.29.0-serve-options.txt, row for row, is this parser's."""
+    """tests/upstream/vllm-v0.34.0-serve-options.txt, row for row, is this parser's."""
     rebuilt = [row.row() for row in option_rows(_serve_parser(parser))]
     assert rebuilt == [row.row() for row in serve_options().values()]
 
@@ -115,6 +122,13 @@ def test_rendered_arguments_are_accepted(
     assert parsed.max_model_len == spec.limits.max_model_len
     assert parsed.gpu_memory_utilization == spec.limits.gpu_memory_utilization
     assert parsed.middleware == ([VLLM_API_KEY_MIDDLEWARE] if keyed else [])
+    assert parsed.pipeline_parallel_size == spec.pipeline_parallel_size
+    assert parsed.nnodes == spec.nodes_per_replica
+    if spec.multi_node is not None:
+        # The leader is rank 0 with the API server; each worker a headless rank of the group.
+        assert parsed.distributed_executor_backend == "mp"
+        assert parsed.node_rank == (1 if parsed.headless else 0)
+        assert parsed.master_addr == EXPANDED["LWS_LEADER_ADDRESS"]
     if spec.kv_cache is None:
         assert parsed.kv_transfer_config is None
         return

@@ -20,9 +20,13 @@ from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.platforms import CRDS
 
 RAYSERVICE_CRD = CRDS / "ray.io_rayservices.yaml"
-# API groups of the custom resources the charts render (KubeRay, Prometheus Operator, KEDA):
-# validated against their CRDs; every other object against Kubernetes' own schemas.
-CUSTOM_RESOURCE_GROUPS = frozenset({"ray.io", "monitoring.coreos.com", "keda.sh"})
+LEADERWORKERSET_CRD = CRDS / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+# API groups of the custom resources the charts render (KubeRay, Prometheus Operator, KEDA,
+# LeaderWorkerSet): validated against their CRDs; every other object against Kubernetes' own
+# schemas.
+CUSTOM_RESOURCE_GROUPS = frozenset(
+    {"ray.io", "monitoring.coreos.com", "keda.sh", "leaderworkerset.x-k8s.io"}
+)
 
 
 def is_custom_resource(obj: dict[str, Any]) -> bool:
@@ -87,6 +91,10 @@ def pod_templates(
         for obj in objects.get(spec.name, []):
             if obj["kind"] == "Deployment":
                 yield PodTemplate(spec, "vllm", placement.workers, obj["spec"]["template"]["spec"])
+            elif obj["kind"] == "LeaderWorkerSet":
+                templates = obj["spec"]["leaderWorkerTemplate"]
+                for role in ("leaderTemplate", "workerTemplate"):
+                    yield PodTemplate(spec, "vllm", placement.workers, templates[role]["spec"])
             elif obj["kind"] == "RayService":
                 cluster = obj["spec"]["rayClusterConfig"]
                 head = cluster["headGroupSpec"]["template"]["spec"]

@@ -2,7 +2,7 @@
 
 - :func:`engine_args_table`: ``vllm-v0.11.0-engine-args.txt``, the ``EngineArgs`` fields and
   type aliases (what Triton's vLLM backend builds ``AsyncEngineArgs`` from).
-- :func:`serve_options`: ``vllm-v0.29.0-serve-options.txt``, every option of ``vllm serve``
+- :func:`serve_options`: ``vllm-v0.34.0-serve-options.txt``, every option of ``vllm serve``
   with its kind; :func:`option_rows` extracts those rows from the pinned vLLM's own parser
   (``tests/engine_parsers`` regenerates the table where vLLM is installed and compares), and
   :func:`serve_args_problems` checks a rendered argument list against them.
@@ -30,7 +30,7 @@ from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.platforms import UPSTREAM
 
-SERVE_OPTIONS = UPSTREAM / "vllm-v0.29.0-serve-options.txt"
+SERVE_OPTIONS = UPSTREAM / "vllm-v0.34.0-serve-options.txt"
 
 
 def table_rows(path: Path) -> list[list[str]]:
@@ -118,13 +118,22 @@ def _describe(action: argparse.Action) -> tuple[str, str, str]:
 
 
 def option_rows(parser: argparse.ArgumentParser) -> list[ServeOption]:
-    """Every option string of ``parser`` (help aside), in registration order."""
+    """Every option string ``parser`` accepts (help aside), in registration order.
+
+    Read from the strings the parser registered rather than each action's
+    ``option_strings``: from vLLM 0.34 a boolean's ``--no-enable-x`` is still accepted but
+    hidden from help by leaving the action's list, and it is an option all the same.
+    """
+    strings: dict[int, list[str]] = {}
+    for option, registered in parser._option_string_actions.items():
+        strings.setdefault(id(registered), []).append(option)
     rows = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
         kind, nargs, detail = _describe(action)
-        rows += [ServeOption(o, action.dest, kind, nargs, detail) for o in action.option_strings]
+        accepted: tuple[str, ...] | list[str] = strings.get(id(action), ())
+        rows += [ServeOption(o, action.dest, kind, nargs, detail) for o in accepted]
     return rows
 
 
@@ -216,9 +225,32 @@ def _serve_containers(value: Any) -> Iterator[dict[str, Any]]:
             yield from _serve_containers(item)
 
 
+# What the kubelet puts in place of the variables a group's arguments refer to: the address
+# the LeaderWorkerSet controller gives every container (the leader pod's name under the set's
+# headless Service) and a worker's node rank (its worker-index label, by the downward API).
+EXPANDED = {"LWS_LEADER_ADDRESS": "llm-group-0.llm-group.inference", "NODE_RANK": "1"}
+_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _expanded(arg: str) -> str:
+    """``arg`` as the kubelet passes it: ``$(NAME)`` replaced for the variables of
+    :data:`EXPANDED` (a reference to any other is left as written, as the kubelet does)."""
+    return _REFERENCE.sub(lambda m: EXPANDED.get(m[1], m[0]), arg)
+
+
 def serve_args_of(objects: list[dict[str, Any]]) -> list[list[str]]:
-    """The arguments of every ``vllm serve`` container among ``objects``."""
-    return [list(container["args"]) for container in _serve_containers(objects)]
+    """The arguments of every ``vllm serve`` container among ``objects``, as the kubelet
+    expands them."""
+    return [[_expanded(a) for a in container["args"]] for container in _serve_containers(objects)]
+
+
+def by_role(name: str, lists: list[list[str]]) -> dict[str, list[str]]:
+    """A deployment's argument lists by pod: ``name`` for its one server, or for a multi-node
+    group's leader (rendered first), and ``<name>/worker`` for the group's workers."""
+    if len(lists) == 1:
+        return {name: lists[0]}
+    leader, worker = lists
+    return {name: leader, f"{name}/worker": worker}
 
 
 # The engines whose servers run `vllm serve`; tests/charts/test_vllm_arguments.py fails when
@@ -245,5 +277,5 @@ def rendered_vllm_args(platform: PlatformSpec, context: RenderContext) -> dict[s
         )
         lists = serve_args_of(list(content.objects))
         if lists:
-            (found[spec.name],) = lists
+            found.update(by_role(spec.name, lists))
     return found

@@ -294,7 +294,7 @@ def shipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def _load_as_vllm_does(app: FastAPI, import_path: str) -> None:
-    """vLLM's loader of ``--middleware`` (``init_entrypoints_middleware`` in v0.29.0,
+    """vLLM's loader of ``--middleware`` (``init_entrypoints_middleware`` in v0.29.0 and v0.34.0,
     ``build_app`` in v0.16.0): import the object; a class is added with nothing but the app."""
     module_path, object_name = import_path.rsplit(".", 1)
     imported = getattr(importlib.import_module(module_path), object_name)

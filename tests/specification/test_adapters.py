@@ -44,7 +44,7 @@ def test_the_ranks_are_the_choices_of_the_pinned_vllm() -> None:
     option = serve_options()["--max-lora-rank"]
     assert option.kind == "choices"
     assert option.detail == str(list(map(str, VLLM_LORA_RANKS))).replace("'", '"')
-    assert (UPSTREAM / "vllm-v0.29.0-serve-options.txt").exists()
+    assert (UPSTREAM / "vllm-v0.34.0-serve-options.txt").exists()
 
 
 def test_a_valid_deployment_serves_its_adapters_by_name() -> None:

@@ -30,6 +30,9 @@ CONFIG_CONTEXT = {
     "mistral-7b": 32768,
     "qwen2.5-7b": 32768,
     "gemma-2-9b": 8192,
+    "llama-3.1-405b": 131072,
+    "llama-3.1-405b-fp8": 131072,
+    "qwen3-coder-480b": 262144,
 }
 
 EXPLICIT_ARCHITECTURE: dict[str, Any] = {

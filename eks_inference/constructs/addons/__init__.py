@@ -23,6 +23,8 @@ at synth, naming the add-on to add, when nothing provides it.
   cert-manager (``engine: kserve``);
 * :mod:`~eks_inference.constructs.addons.inference_extension`: the InferencePool CRD
   (``routing`` with an endpoint picker);
+* :mod:`~eks_inference.constructs.addons.leaderworkerset`: the LeaderWorkerSet controller
+  (``multi_node``);
 * :mod:`~eks_inference.constructs.addons.helm`: what their Helm releases share.
 
 :class:`InferenceAddons` composes the add-ons every inference cluster needs.
@@ -43,6 +45,7 @@ from eks_inference.constructs.addons.inference_extension import InferenceExtensi
 from eks_inference.constructs.addons.karpenter import KarpenterNodeProvisioning
 from eks_inference.constructs.addons.kserve import KServe
 from eks_inference.constructs.addons.kuberay import KubeRay
+from eks_inference.constructs.addons.leaderworkerset import LeaderWorkerSet
 from eks_inference.constructs.addons.load_balancer_controller import LoadBalancerController
 from eks_inference.constructs.addons.mountpoint import MountpointS3Csi
 from eks_inference.constructs.addons.neuron import NeuronDevicePlugin
@@ -65,6 +68,7 @@ PROVIDERS: tuple[type[Provider], ...] = (
     KServe,
     DynamoPlatform,
     InferenceExtension,
+    LeaderWorkerSet,
 )
 
 
@@ -205,6 +209,7 @@ __all__ = [
     "KServe",
     "KarpenterNodeProvisioning",
     "KubeRay",
+    "LeaderWorkerSet",
     "LoadBalancerController",
     "MountpointS3Csi",
     "NeuronDevicePlugin",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from eks_inference import names
+from eks_inference import metrics, names
 from eks_inference.catalog import Accelerator
 from eks_inference.catalog.sizing import pod_resources
 from eks_inference.charts import (
@@ -36,22 +36,27 @@ from eks_inference.charts.model_server import (
     ARTIFACTS_ROLE,
     keep_alive_seconds,
 )
+from eks_inference.charts.network_rules import policy
 from eks_inference.charts.serving import ChartObjects, ServerInputs, WeightsVolume
 from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.engines.vllm import groups
 from eks_inference.engines.vllm import observed as vllm_observed
-from eks_inference.names import INFERENCE_NAMESPACE
+from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE
 from eks_inference.observability import routing as routing_observed
 from eks_inference.observability.observed import (
     DeploymentKind,
     EngineAlert,
     EngineMetrics,
     EnginePanel,
+    ReplicaSeries,
 )
+from eks_inference.observability.signals import ksm_label, matchers
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.capabilities import (
     AutoscalesOnQueue,
     OffloadsKvCache,
     PicksEndpoints,
+    ServesAcrossNodes,
     ServesAdapters,
 )
 from eks_inference.specification.deployment import ModelDeploymentSpec
@@ -67,7 +72,7 @@ if TYPE_CHECKING:
 
 COMPONENT = "vllm"
 CONTAINER_NAME = "vllm"
-#: The modules vLLM 0.29.0 applies LoRA to in the catalog's decoder families (llama,
+#: The modules vLLM 0.34.0 applies LoRA to in the catalog's decoder families (llama,
 #: mistral, qwen2, gemma2), as PEFT names them in ``adapter_config.json``: every linear layer
 #: (``get_supported_lora_modules``), q/k/v and gate/up unpacked from the merged layers
 #: (``packed_modules_mapping`` of ``vllm/model_executor/models/llama.py``), and the embedding
@@ -258,6 +263,8 @@ class VllmEngine(server_deployment.DeploymentEngine):
         # the picker's scorers read. On GPUs only: the Neuron image's vLLM 0.16 publishes no
         # prefix-cache state worth routing on, and the picker's routing is untested there.
         PicksEndpoints(frozenset({Accelerator.NVIDIA})),
+        # vLLM's own multi-node mode, on the CUDA image; the Neuron stack serves one node.
+        ServesAcrossNodes(frozenset({Accelerator.NVIDIA})),
     )
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
@@ -281,6 +288,8 @@ class VllmEngine(server_deployment.DeploymentEngine):
         selector = selector_labels(spec, COMPONENT)
         code = api_key_code(spec, labels, route)
         pod_spec = server_pod(spec, placement, context, account, weights, artifacts, route, code)
+        if spec.multi_node is not None:
+            return self._groups(spec, placement, labels, account, pod_spec, route, code)
         deployment = server_deployment.deployment(
             spec,
             labels,
@@ -308,6 +317,103 @@ class VllmEngine(server_deployment.DeploymentEngine):
                 secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
                 pods=(server_deployment.scheduling_need(spec, placement.workers, pod_spec),),
             ),
+        )
+
+    def _groups(
+        self,
+        spec: ModelDeploymentSpec,
+        placement: Placement,
+        labels: dict[str, str],
+        account: str,
+        leader: pod.Json,
+        route: Route | None,
+        code: shipped.ShippedCode | None,
+    ) -> ChartObjects:
+        """A replica across nodes: the LeaderWorkerSet of :mod:`.groups`, the leaders' Service
+        and the set's disruption budget."""
+        lws = groups.leader_worker_set(
+            spec,
+            labels,
+            object_labels(spec, groups.WORKER_COMPONENT),
+            leader,
+            annotations=dict(code.annotations if code is not None else ()),
+        )
+        service, _ = server_deployment.service_and_disruption_budget(
+            spec, labels, selector_labels(spec, COMPONENT)
+        )
+        return ChartObjects(
+            (
+                service_account(account, labels),
+                *((code.config_map,) if code is not None else ()),
+                lws,
+                service,
+                groups.group_disruption_budget(spec, labels),
+            ),
+            PlatformNeeds(
+                namespaces=(INFERENCE_NAMESPACE,),
+                custom_resources=(names.LEADERWORKERSET_CRD,),
+                service_accounts=loader_of(spec).server_identities(spec, account),
+                secrets=(API_KEY_SECRET_NEED,) if requires_api_key(route) else (),
+                pods=groups.group_scheduling_needs(spec, placement.workers, lws),
+            ),
+        )
+
+    def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
+        # The LeaderWorkerSet controller makes a headless Service named after the set.
+        if spec.multi_node is not None:
+            return (spec.name, groups.group_name(spec))
+        return (spec.name,)
+
+    def platform_needs(self, spec: ModelDeploymentSpec) -> PlatformNeeds:
+        if spec.multi_node is not None:
+            return PlatformNeeds(custom_resources=(names.LEADERWORKERSET_CRD,))
+        return PlatformNeeds()
+
+    def network_policies(
+        self, spec: ModelDeploymentSpec, labels: Mapping[str, str], servers: pod.Json
+    ) -> list[pod.Json]:
+        """``<deployment>-group``, for a replica across nodes: the pods of the deployment's
+        groups reach each other on every port and protocol, and nothing else does. The
+        rendezvous (:data:`~eks_inference.charts.vllm_server.GROUP_MASTER_PORT`) is fixed,
+        but NCCL's bootstrap and its socket transport, and vLLM's message queues between
+        ranks, listen on ports they pick at start-up; only the deployment's own group pods are
+        admitted. (EFA's SRD traffic bypasses the kernel and is not IP, so no policy sees it.)
+        """
+        if spec.multi_node is None:
+            return []
+        members = {"podSelector": {"matchLabels": groups.group_selector(spec)}}
+        return [
+            policy(
+                f"{spec.name}-group",
+                labels,
+                {"matchLabels": groups.group_selector(spec)},
+                ingress=[{"from": [members]}],
+                egress=[{"to": [members]}],
+            )
+        ]
+
+    def replica_series(
+        self, spec: ModelDeploymentSpec, selector: Mapping[str, str], pods: str
+    ) -> ReplicaSeries:
+        """A Deployment's replicas from its status; a multi-node deployment's, which
+        kube-state-metrics has no LeaderWorkerSet series for, as its ready leader pods (a
+        leader is ready only once its whole group serves) against ``min_replicas``."""
+        series = server_deployment.replica_series(spec, pods)
+        if spec.multi_node is None:
+            return series
+        leaders = matchers(
+            namespace=INFERENCE_NAMESPACE,
+            **{ksm_label(names.INSTANCE_LABEL): spec.name, ksm_label(COMPONENT_LABEL): COMPONENT},
+        )
+        ready = matchers(namespace=INFERENCE_NAMESPACE, condition="true")
+        return ReplicaSeries(
+            ready=(
+                f"count(({metrics.KSM_POD_READY.one()}{ready} == 1) and on(namespace, pod) "
+                f"{metrics.KSM_POD_LABELS.one()}{leaders}) or vector(0)"
+            ),
+            wanted=f"vector({spec.scaling.min_replicas})",
+            loading=series.loading,
+            loading_alert_seconds=series.loading_alert_seconds,
         )
 
     def kind(self, spec: ModelDeploymentSpec) -> DeploymentKind:

@@ -1,6 +1,6 @@
 """How a vLLM deployment with LoRA adapters is watched beyond every deployment's signals.
 
-vLLM 0.29.0 reports its adapters in one gauge, ``vllm:lora_requests_info``
+vLLM 0.34.0 reports its adapters in one gauge, ``vllm:lora_requests_info``
 (:data:`~eks_inference.metrics.VLLM_LORA_REQUESTS_INFO`): a series per combination of the
 adapters with requests running (``running_lora_adapters``) and waiting
 (``waiting_lora_adapters``), each a comma-joined list of names, whose value is the time the

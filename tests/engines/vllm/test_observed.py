@@ -1,6 +1,6 @@
 """The LoRA adapters' alert and dashboard row of a vLLM deployment: rendered, valid for the
 pinned CRD and promtool, and run by promtool on ``vllm:lora_requests_info`` series shaped as
-vLLM 0.29.0 exports them (one series per running/waiting combination, valued at the time it
+vLLM 0.34.0 exports them (one series per running/waiting combination, valued at the time it
 was last seen, the older combinations still exported at their last time)."""
 
 from __future__ import annotations
