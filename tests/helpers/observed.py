@@ -150,3 +150,27 @@ def promtool_check_rules(
         timeout=60,
         check=False,
     )
+
+
+def promtool_test_rules(
+    groups: list[dict[str, Any]], tests: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """``promtool test rules``: ``tests`` (input series, then the alerts expected at given
+    times) against a rule file holding ``groups``, evaluated every minute; fails with
+    promtool's report unless every test passes."""
+    assert PROMTOOL is not None
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    (tmp_path / "test.yaml").write_text(
+        yaml.safe_dump(
+            {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests},
+            sort_keys=False,
+        )
+    )
+    result = subprocess.run(
+        [PROMTOOL, "test", "rules", str(tmp_path / "test.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

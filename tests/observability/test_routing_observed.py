@@ -4,13 +4,11 @@ metrics the pinned releases emit."""
 
 from __future__ import annotations
 
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from eks_inference import names
 from eks_inference.charts.render import render_platform
@@ -27,6 +25,7 @@ from tests.helpers.observed import (
     PROMTOOL_MISSING,
     pods,
     promtool_check_rules,
+    promtool_test_rules,
     selects,
 )
 from tests.helpers.platforms import EXAMPLES_DIR
@@ -84,7 +83,6 @@ def _series(cluster: str, values: str) -> dict[str, str]:
 @pytest.mark.skipif(PROMTOOL is None, reason=PROMTOOL_MISSING)
 def test_fall_back_traffic_fires_the_alert_and_picked_traffic_does_not(tmp_path: Path) -> None:
     """Twenty minutes picked; then the picker goes down and requests fall back for 20."""
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _rule_groups()}))
     (rule,) = [r for g in _rule_groups() for r in g["rules"] if r.get("alert") == ALERT]
     samples = 20 * 60 // SCRAPE
     tests = [
@@ -107,21 +105,7 @@ def test_fall_back_traffic_fires_the_alert_and_picked_traffic_does_not(tmp_path:
             ],
         }
     ]
-    (tmp_path / "test.yaml").write_text(
-        yaml.safe_dump(
-            {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests},
-            sort_keys=False,
-        )
-    )
-    assert PROMTOOL is not None
-    result = subprocess.run(
-        [PROMTOOL, "test", "rules", str(tmp_path / "test.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    promtool_test_rules(_rule_groups(), tests, tmp_path)
 
 
 def test_the_dashboard_has_the_pickers_row() -> None:

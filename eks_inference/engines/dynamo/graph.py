@@ -188,9 +188,18 @@ def worker_args(spec: ModelDeploymentSpec, component: str, *, bucket_name: str) 
 
 
 def _system_probe(path: str, failures: int, period_seconds: int) -> Json:
+    return _probe(path, SYSTEM_PORT, failures, period_seconds)
+
+
+def _http_probe(path: str, period_seconds: int = _PROBE_PERIOD_S) -> Json:
+    """A probe of the OpenAI port (the frontend's, the proxy's), failing after three misses."""
+    return _probe(path, OPENAI_PORT, 3, period_seconds)
+
+
+def _probe(path: str, port: int, failures: int, period_seconds: int) -> Json:
     return pod.http_probe(
         path,
-        port=SYSTEM_PORT,
+        port=port,
         period_seconds=period_seconds,
         timeout_seconds=_PROBE_TIMEOUT_S,
         failure_threshold=failures,
@@ -273,20 +282,8 @@ def frontend_pod(spec: ModelDeploymentSpec, placement: Placement) -> Json:
         "ports": [{"name": HTTP_PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
         "resources": pod.resources({"cpu": FRONTEND_CPU, "memory": f"{FRONTEND_MEMORY_MIB}Mi"}),
         "securityContext": pod.ROOT_IMAGE_SECURITY,
-        "readinessProbe": pod.http_probe(
-            HEALTH_PATH,
-            port=OPENAI_PORT,
-            period_seconds=_PROBE_PERIOD_S,
-            timeout_seconds=_PROBE_TIMEOUT_S,
-            failure_threshold=3,
-        ),
-        "livenessProbe": pod.http_probe(
-            LIVE_PATH,
-            port=OPENAI_PORT,
-            period_seconds=_PROBE_PERIOD_S,
-            timeout_seconds=_PROBE_TIMEOUT_S,
-            failure_threshold=3,
-        ),
+        "readinessProbe": _http_probe(HEALTH_PATH),
+        "livenessProbe": _http_probe(LIVE_PATH),
         "volumeMounts": [pod.mount("home", home), pod.mount("tmp", tmp)],
     }
     return {
@@ -408,20 +405,8 @@ def proxy(
         "ports": [{"name": HTTP_PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
         "resources": pod.resources({"cpu": PROXY_CPU, "memory": f"{PROXY_MEMORY_MIB}Mi"}),
         "securityContext": pod.ROOT_IMAGE_SECURITY,
-        "readinessProbe": pod.http_probe(
-            HEALTH_PATH,
-            port=OPENAI_PORT,
-            period_seconds=_PROBE_PERIOD_S,
-            timeout_seconds=_PROBE_TIMEOUT_S,
-            failure_threshold=3,
-        ),
-        "livenessProbe": pod.http_probe(
-            HEALTH_PATH,
-            port=OPENAI_PORT,
-            period_seconds=30,
-            timeout_seconds=_PROBE_TIMEOUT_S,
-            failure_threshold=3,
-        ),
+        "readinessProbe": _http_probe(HEALTH_PATH),
+        "livenessProbe": _http_probe(HEALTH_PATH, 30),
         "volumeMounts": [code.mount, pod.mount("tmp", "/tmp")],
     }
     pod_spec = {

@@ -4,13 +4,11 @@ promtool on NIXL transfer times that are slow, and fast."""
 
 from __future__ import annotations
 
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from eks_inference import metrics
 from eks_inference.charts.render import render_platform
@@ -20,7 +18,12 @@ from eks_inference.observability.dashboards import dashboard, expressions
 from eks_inference.observability.signals import DEPLOYMENT_LABEL
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.objects import crd_validator, one, schema_errors
-from tests.helpers.observed import PROMTOOL, PROMTOOL_MISSING, promtool_check_rules
+from tests.helpers.observed import (
+    PROMTOOL,
+    PROMTOOL_MISSING,
+    promtool_check_rules,
+    promtool_test_rules,
+)
 from tests.helpers.platforms import CRDS, REPO
 from tests.helpers.rendered import CONTEXT
 
@@ -89,7 +92,6 @@ def _transfers(per_sample: dict[str, int]) -> list[dict[str, str]]:
 
 def _promtool_test(tmp_path: Path, series: list[dict[str, str]], fires: bool) -> None:
     rule = _alerts(DISAGG.name)["DynamoKvTransferSlow"]
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _rule_groups(DISAGG.name)}))
     expected = (
         [{"exp_labels": rule["labels"], "exp_annotations": rule["annotations"]}] if fires else []
     )
@@ -100,21 +102,7 @@ def _promtool_test(tmp_path: Path, series: list[dict[str, str]], fires: bool) ->
             {"eval_time": "25m", "alertname": "DynamoKvTransferSlow", "exp_alerts": expected}
         ],
     }
-    (tmp_path / "test.yaml").write_text(
-        yaml.safe_dump(
-            {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [test]},
-            sort_keys=False,
-        )
-    )
-    assert PROMTOOL is not None
-    result = subprocess.run(
-        [PROMTOOL, "test", "rules", str(tmp_path / "test.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    promtool_test_rules(_rule_groups(DISAGG.name), [test], tmp_path)
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason=PROMTOOL_MISSING)

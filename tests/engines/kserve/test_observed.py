@@ -4,13 +4,11 @@ and run by promtool on Knative series shaped like cold starts (how many, how lon
 from __future__ import annotations
 
 import math
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from eks_inference.charts.render import render_platform
 from eks_inference.engines.kserve import observed as kserve_observed
@@ -21,7 +19,12 @@ from eks_inference.ops.plan import plan_platform
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.startup_budget import ESTIMATE_MARGIN
 from tests.helpers.objects import crd_validator, one, schema_errors
-from tests.helpers.observed import PROMTOOL, PROMTOOL_MISSING, promtool_check_rules
+from tests.helpers.observed import (
+    PROMTOOL,
+    PROMTOOL_MISSING,
+    promtool_check_rules,
+    promtool_test_rules,
+)
 from tests.helpers.platforms import CRDS, REPO
 from tests.helpers.rendered import CONTEXT
 
@@ -95,22 +98,7 @@ def _series(requested: str, ready: str) -> list[dict[str, str]]:
 
 
 def _promtool_test(tmp_path: Path, tests: list[dict[str, Any]]) -> None:
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _rule_groups()}))
-    (tmp_path / "test.yaml").write_text(
-        yaml.safe_dump(
-            {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests},
-            sort_keys=False,
-        )
-    )
-    assert PROMTOOL is not None
-    result = subprocess.run(
-        [PROMTOOL, "test", "rules", str(tmp_path / "test.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    promtool_test_rules(_rule_groups(), tests, tmp_path)
 
 
 def _firing(name: str) -> list[dict[str, Any]]:

@@ -5,13 +5,11 @@ was last seen, the older combinations still exported at their last time)."""
 
 from __future__ import annotations
 
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from eks_inference.charts.render import render_platform
 from eks_inference.engines.vllm import observed as vllm_observed
@@ -20,7 +18,12 @@ from eks_inference.observability.dashboards import dashboard, expressions
 from eks_inference.observability.signals import DEPLOYMENT_LABEL
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.objects import crd_validator, one, schema_errors
-from tests.helpers.observed import PROMTOOL, PROMTOOL_MISSING, promtool_check_rules
+from tests.helpers.observed import (
+    PROMTOOL,
+    PROMTOOL_MISSING,
+    promtool_check_rules,
+    promtool_test_rules,
+)
 from tests.helpers.platforms import CRDS, REPO, reference
 from tests.helpers.rendered import CONTEXT
 
@@ -100,7 +103,6 @@ def test_adapters_waiting_ten_minutes_fire_and_not_before(tmp_path: Path) -> Non
     ]
     alert = _alert()
     _, waiting_panel = vllm_observed.panels(SPEC)
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _rule_groups()}))
     test = {
         "interval": f"{SCRAPE}s",
         "input_series": series,
@@ -119,18 +121,4 @@ def test_adapters_waiting_ten_minutes_fire_and_not_before(tmp_path: Path) -> Non
             },
         ],
     }
-    (tmp_path / "test.yaml").write_text(
-        yaml.safe_dump(
-            {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [test]},
-            sort_keys=False,
-        )
-    )
-    assert PROMTOOL is not None
-    result = subprocess.run(
-        [PROMTOOL, "test", "rules", str(tmp_path / "test.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    promtool_test_rules(_rule_groups(), [test], tmp_path)
