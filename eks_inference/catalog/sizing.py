@@ -291,6 +291,22 @@ def usable_tensor_parallel(model: ModelArchitecture, instance: InstanceType) -> 
     )
 
 
+def fitting_tensor_parallel(
+    model: ModelArchitecture,
+    instance: InstanceType,
+    max_model_len: int,
+    max_num_seqs: int,
+    gpu_memory_utilization: float = 0.9,
+) -> tuple[int, ...]:
+    """The usable tensor-parallel degrees (:func:`usable_tensor_parallel`) whose group holds
+    the weights and the worst-case KV cache at these limits."""
+    return tuple(
+        tp
+        for tp in usable_tensor_parallel(model, instance)
+        if memory_fit(model, instance, tp, max_model_len, max_num_seqs, gpu_memory_utilization).fits
+    )
+
+
 def replicas_per_node(instance: InstanceType, tensor_parallel_size: int) -> int:
     """Model replicas one node holds: each takes ``tensor_parallel_size`` cores or GPUs."""
     return instance.cores // tensor_parallel_size

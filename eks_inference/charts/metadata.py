@@ -9,7 +9,7 @@ stable names; :func:`api_object` assembles an object in the field order ``kubect
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE, INSTANCE_LABEL
@@ -84,6 +84,21 @@ def service_account(name: str, labels: Mapping[str, str]) -> dict[str, Any]:
     """
     return api_object(
         "v1", "ServiceAccount", metadata(name, labels), {"automountServiceAccountToken": False}
+    )
+
+
+def cluster_ip_service(
+    name: str,
+    labels: Mapping[str, str],
+    selector: Mapping[str, str],
+    ports: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The in-cluster Service ``name`` of the pods ``selector`` matches, on ``ports``."""
+    return api_object(
+        "v1",
+        "Service",
+        metadata(name, labels),
+        {"spec": {"type": "ClusterIP", "selector": dict(selector), "ports": list(ports)}},
     )
 
 

@@ -115,7 +115,11 @@ def _deployment_monitors(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
     endpoint picker one for the picker and one for its proxy."""
     labels = object_labels(spec, ROLE)
     relabel = [_copy_pod_label(names.INSTANCE_LABEL, DEPLOYMENT_LABEL)]
-    routed = [
+    targets = [
+        *((target, METRICS_PATH) for target in serving_engine(spec).metrics_targets(spec)),
+        *routing_metrics_targets(spec),
+    ]
+    return [
         pod_monitor(
             f"{spec.name}-{target.name}",
             INFERENCE_NAMESPACE,
@@ -125,20 +129,8 @@ def _deployment_monitors(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
             relabel,
             path,
         )
-        for target, path in routing_metrics_targets(spec)
+        for target, path in targets
     ]
-    served = [
-        pod_monitor(
-            f"{spec.name}-{target.name}",
-            INFERENCE_NAMESPACE,
-            labels,
-            target.selector,
-            target.port,
-            relabel,
-        )
-        for target in serving_engine(spec).metrics_targets(spec)
-    ]
-    return [*served, *routed]
 
 
 def alert_rules(spec: ModelDeploymentSpec, signals: Signals) -> list[dict[str, Any]]:

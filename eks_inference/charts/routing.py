@@ -46,7 +46,13 @@ import json
 from eks_inference import names
 from eks_inference.charts import pod
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
+from eks_inference.charts.metadata import (
+    api_object,
+    cluster_ip_service,
+    metadata,
+    object_labels,
+    selector_labels,
+)
 from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.network_rules import NAMESPACE_NAME_LABEL, policy, ports, rule
 from eks_inference.charts.pod import Json
@@ -323,31 +329,25 @@ def picker_objects(spec: ModelDeploymentSpec, placement: Placement) -> list[Json
         strategy={"type": "Recreate"},
         annotations={"checksum/config": _digest(text)},
     )
-    service = api_object(
-        "v1",
-        "Service",
-        metadata(name, labels),
-        {
-            "spec": {
-                "type": "ClusterIP",
-                "selector": selector,
-                "ports": [
-                    {
-                        "name": "grpc-ext-proc",
-                        "port": EXT_PROC_PORT,
-                        "targetPort": EXT_PROC_PORT,
-                        "protocol": "TCP",
-                        "appProtocol": "kubernetes.io/h2c",
-                    },
-                    {
-                        "name": "http-metrics",
-                        "port": PICKER_METRICS_PORT,
-                        "targetPort": PICKER_METRICS_PORT,
-                        "protocol": "TCP",
-                    },
-                ],
-            }
-        },
+    service = cluster_ip_service(
+        name,
+        labels,
+        selector,
+        [
+            {
+                "name": "grpc-ext-proc",
+                "port": EXT_PROC_PORT,
+                "targetPort": EXT_PROC_PORT,
+                "protocol": "TCP",
+                "appProtocol": "kubernetes.io/h2c",
+            },
+            {
+                "name": "http-metrics",
+                "port": PICKER_METRICS_PORT,
+                "targetPort": PICKER_METRICS_PORT,
+                "protocol": "TCP",
+            },
+        ],
     )
     return [account, role, binding, config, deployment, service]
 
@@ -422,24 +422,18 @@ def proxy_objects(spec: ModelDeploymentSpec, placement: Placement) -> list[Json]
         strategy={"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0}},
         annotations={"checksum/config": _digest(text)},
     )
-    service = api_object(
-        "v1",
-        "Service",
-        metadata(name, labels),
-        {
-            "spec": {
-                "type": "ClusterIP",
-                "selector": selector,
-                "ports": [
-                    {
-                        "name": "http",
-                        "port": PROXY_PORT,
-                        "targetPort": PROXY_PORT,
-                        "protocol": "TCP",
-                    }
-                ],
+    service = cluster_ip_service(
+        name,
+        labels,
+        selector,
+        [
+            {
+                "name": "http",
+                "port": PROXY_PORT,
+                "targetPort": PROXY_PORT,
+                "protocol": "TCP",
             }
-        },
+        ],
     )
     return [_config_map(name, labels, PROXY_CONFIG_FILE, text), deployment, service]
 

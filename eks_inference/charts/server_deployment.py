@@ -20,7 +20,7 @@ from typing import ClassVar
 from eks_inference import metrics
 from eks_inference.charts import pod
 from eks_inference.charts.contract import PodNeed
-from eks_inference.charts.metadata import api_object, metadata
+from eks_inference.charts.metadata import api_object, cluster_ip_service, metadata
 from eks_inference.charts.model_server import HTTP_PORT_NAME, OPENAI_PORT
 from eks_inference.charts.pod import Json
 from eks_inference.charts.serving import Backend, ServingEngine
@@ -183,17 +183,11 @@ def service_and_disruption_budget(
     and lets unhealthy pods be evicted (``AlwaysAllow``): a replica that never became ready
     (a model that does not load) must not block a node's drain forever.
     """
-    service = api_object(
-        "v1",
-        "Service",
-        metadata(spec.name, labels),
-        {
-            "spec": {
-                "type": "ClusterIP",
-                "selector": selector,
-                "ports": [{"name": HTTP_PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}],
-            }
-        },
+    service = cluster_ip_service(
+        spec.name,
+        labels,
+        selector,
+        [{"name": HTTP_PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}],
     )
     disruption_budget = api_object(
         "policy/v1",

@@ -208,20 +208,10 @@ def fitting_degree(
     selected: ConfigurationPlan, arch: ModelArchitecture, instance: InstanceType
 ) -> int | None:
     """The smallest larger tensor-parallel degree at which ``selected`` would fit, if any."""
-    for degree in sizing.usable_tensor_parallel(arch, instance):
-        if (
-            degree > selected.tensor_parallel_size
-            and plan_configuration(
-                selected.model,
-                arch,
-                instance,
-                degree,
-                selected.max_model_len,
-                selected.max_num_seqs,
-            ).fits
-        ):
-            return degree
-    return None
+    fitting = sizing.fitting_tensor_parallel(
+        arch, instance, selected.max_model_len, selected.max_num_seqs
+    )
+    return next((d for d in fitting if d > selected.tensor_parallel_size), None)
 
 
 def _require_supported_context(model: ModelArchitecture, max_model_len: int) -> None:

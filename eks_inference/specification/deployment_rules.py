@@ -47,19 +47,16 @@ def _check_context_length(spec: ModelDeploymentSpec, problems: Problems) -> None
 
 def _fitting_degrees(spec: ModelDeploymentSpec, instance: InstanceType) -> list[int]:
     """Degrees of ``instance`` that run the model and hold it at the spec's limits."""
-    arch, limits = spec.model.architecture, spec.limits
-    return [
-        d
-        for d in sizing.usable_tensor_parallel(arch, instance)
-        if sizing.memory_fit(
-            arch,
+    limits = spec.limits
+    return list(
+        sizing.fitting_tensor_parallel(
+            spec.model.architecture,
             instance,
-            d,
             limits.max_model_len,
             limits.max_num_seqs,
             limits.gpu_memory_utilization,
-        ).fits
-    ]
+        )
+    )
 
 
 def _where_it_fits(spec: ModelDeploymentSpec) -> str:

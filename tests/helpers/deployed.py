@@ -84,6 +84,15 @@ class Resolver:
         return name
 
 
+def manifest_resources(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The Kubernetes manifest resources of ``template``, by logical id."""
+    return {
+        logical_id: resource
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == MANIFEST_TYPE
+    }
+
+
 def pseudo_parameters(platform: PlatformSpec) -> dict[str, str]:
     """Pseudo parameters as CloudFormation sets them when deploying ``platform``."""
     assert platform.account_id is not None, "the platform names no account"

@@ -17,7 +17,7 @@ from eks_inference import versions
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.helm_values import missing_keys
 from tests.helpers.platforms import REPO
-from tests.helpers.synthesis import Synthesized, example_group, lint_all
+from tests.helpers.synthesis import Synthesized, cfn_lint_errors, example_group
 
 EXAMPLE = REPO / "examples" / "multi-node.yaml"
 EXAMPLE_GROUP = example_group(EXAMPLE)
@@ -57,14 +57,8 @@ def test_both_modes_are_nag_lint_and_pin_clean(
     report = json.loads((synth.outdir / "validation-report.json").read_text())
     assert report["pluginReports"] == []
     for name, template in synth.templates.items():
-        text = json.dumps(template)
-        errors = [
-            f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}"
-            for m in lint_all(text)
-            if m.rule.severity == "error"
-        ]
-        assert errors == [], name
-        assert not LATEST.findall(text), name
+        assert cfn_lint_errors(template) == [], name
+        assert not LATEST.findall(json.dumps(template)), name
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -12,6 +12,7 @@ import pytest
 
 from eks_inference import names
 from eks_inference.specification.platform import PlatformSpec
+from tests.helpers.deployed import manifest_resources
 from tests.helpers.platforms import EXAMPLES_DIR
 from tests.helpers.synthesis import STACK_NAME, Synthesized, example_group
 from tests.stacks.test_cloudformation_limits import check_parent_stack_use
@@ -25,14 +26,6 @@ def example(synthesized_platform: Callable[[PlatformSpec], Synthesized]) -> Synt
     return synthesized_platform(PlatformSpec.from_yaml(EXAMPLE))
 
 
-def _manifests(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {
-        logical_id: resource
-        for logical_id, resource in template["Resources"].items()
-        if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
-    }
-
-
 def _text(resource: dict[str, Any]) -> str:
     return json.dumps(resource["Properties"]["Manifest"])
 
@@ -41,7 +34,7 @@ def _text(resource: dict[str, Any]) -> str:
 @EXAMPLE_GROUP
 def test_the_crd_is_applied_once_in_the_parent_stack(example: Synthesized) -> None:
     main = example.templates[STACK_NAME]
-    crds = [k for k, r in _manifests(main).items() if names.INFERENCEPOOL_CRD in _text(r)]
+    crds = [k for k, r in manifest_resources(main).items() if names.INFERENCEPOOL_CRD in _text(r)]
     assert len(crds) == 1
     (deployment,) = [
         k
@@ -56,7 +49,7 @@ def test_the_crd_is_applied_once_in_the_parent_stack(example: Synthesized) -> No
 def test_the_deployments_stack_applies_the_router_after_the_server(example: Synthesized) -> None:
     (nested,) = [t for k, t in example.templates.items() if k != STACK_NAME]
     # One manifest resource holds the deployment's objects, in the order they are applied.
-    (manifest,) = _manifests(nested).values()
+    (manifest,) = manifest_resources(nested).values()
     text = _text(manifest)
     assert "InferencePool" in text
     assert text.index("PodDisruptionBudget") < text.index("EndpointPickerConfig")

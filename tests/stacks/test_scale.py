@@ -15,7 +15,7 @@ import pytest
 
 from bench.platforms import generated_platform
 from eks_inference.specification.platform import PlatformSpec
-from tests.helpers.deployed import applied_differences
+from tests.helpers.deployed import MANIFEST_TYPE, applied_differences
 from tests.helpers.synthesis import STACK_NAME, Synthesized, cdk_context, lint_all, synthesize
 
 pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
@@ -23,7 +23,6 @@ pytestmark = [pytest.mark.synth, pytest.mark.xdist_group("synth")]
 DEPLOYMENTS = 100
 MAX_RESOURCES = 400
 MAX_TEMPLATE_BYTES = 800_000
-MANIFEST_TYPE = "Custom::AWSCDK-EKS-KubernetesResource"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from eks_inference.specification.cloudformation_limits import mounted_prefixes
 from eks_inference.specification.platform import PlatformSpec
+from tests.helpers.deployed import manifest_resources
 from tests.helpers.platforms import REPO
 from tests.helpers.synthesis import STACK_NAME, Synthesized, example_group, lint_all
 from tests.stacks.test_cloudformation_limits import check_parent_stack_use
@@ -24,14 +24,6 @@ EXAMPLE_GROUP = example_group(EXAMPLE)
 @pytest.fixture(scope="module")
 def example(synthesized_platform: Callable[[PlatformSpec], Synthesized]) -> Synthesized:
     return synthesized_platform(PlatformSpec.from_yaml(EXAMPLE))
-
-
-def _manifests(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {
-        logical_id: resource
-        for logical_id, resource in template["Resources"].items()
-        if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
-    }
 
 
 @pytest.mark.synth
@@ -52,7 +44,7 @@ def test_the_example_is_nag_and_lint_clean(example: Synthesized) -> None:
 @EXAMPLE_GROUP
 def test_the_split_is_applied_after_its_targets(example: Synthesized) -> None:
     main = example.templates[STACK_NAME]
-    (split_id,) = [k for k in _manifests(main) if k.startswith("TrafficSplits")]
+    (split_id,) = [k for k in manifest_resources(main) if k.startswith("TrafficSplits")]
     split = main["Resources"][split_id]
     depends = set(split.get("DependsOn", []))
     for target in ("mistral-stable", "mistral-canary"):

@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING
 from eks_inference import names
 from eks_inference.charts import pod, shipped
 from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
-from eks_inference.charts.metadata import api_object, metadata, object_labels, selector_labels
+from eks_inference.charts.metadata import (
+    api_object,
+    cluster_ip_service,
+    metadata,
+    object_labels,
+    selector_labels,
+)
 from eks_inference.charts.model_server import HTTP_PORT_NAME, OPENAI_PORT, keep_alive_seconds
 from eks_inference.charts.pod import Json
 from eks_inference.charts.vllm_server import vllm_server_args
@@ -346,19 +352,11 @@ def frontend_service(spec: ModelDeploymentSpec) -> tuple[Json, Json]:
     ``<deployment>-dynamo-frontend``, both on port 8000."""
 
     def service(name: str, component: str) -> Json:
-        return api_object(
-            "v1",
-            "Service",
-            metadata(name, object_labels(spec, component)),
-            {
-                "spec": {
-                    "type": "ClusterIP",
-                    "selector": selector_labels(spec, component),
-                    "ports": [
-                        {"name": HTTP_PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}
-                    ],
-                }
-            },
+        return cluster_ip_service(
+            name,
+            object_labels(spec, component),
+            selector_labels(spec, component),
+            [{"name": HTTP_PORT_NAME, "port": OPENAI_PORT, "targetPort": OPENAI_PORT}],
         )
 
     return (

@@ -140,19 +140,10 @@ def _group_problem(spec: ModelDeploymentSpec, group: WorkerGroup) -> str | None:
     )
     if fit.fits:
         return None
-    larger = [
-        t
-        for t in usable
-        if t > tp
-        and sizing.memory_fit(
-            arch,
-            instance,
-            t,
-            limits.max_model_len,
-            limits.max_num_seqs,
-            limits.gpu_memory_utilization,
-        ).fits
-    ]
+    fitting = sizing.fitting_tensor_parallel(
+        arch, instance, limits.max_model_len, limits.max_num_seqs, limits.gpu_memory_utilization
+    )
+    larger = [t for t in fitting if t > tp]
     fix = f"use tensor_parallel_size {larger[0]}" if larger else "lower limits.max_num_seqs"
     return (
         f"{spec.model.id} does not fit {sizing.accelerator_units(instance, tp)} of "

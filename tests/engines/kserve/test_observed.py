@@ -97,10 +97,6 @@ def _series(requested: str, ready: str) -> list[dict[str, str]]:
     ]
 
 
-def _promtool_test(tmp_path: Path, tests: list[dict[str, Any]]) -> None:
-    promtool_test_rules(_rule_groups(), tests, tmp_path)
-
-
 def _firing(name: str) -> list[dict[str, Any]]:
     """The alert ``name`` firing, with the labels and annotations the rule gives it."""
     rule = _alerts()[name]
@@ -114,8 +110,8 @@ def test_a_cold_start_past_the_margin_fires_and_not_before(tmp_path: Path) -> No
     idle, stuck = 40, 160  # samples: 10 minutes at zero, then 40 minutes starting
     before = math.floor((idle * SCRAPE + slow) / 60) - 1  # minutes: still pending
     after = math.ceil((idle * SCRAPE + slow) / 60) + 1
-    _promtool_test(
-        tmp_path,
+    promtool_test_rules(
+        _rule_groups(),
         [
             {
                 "interval": f"{SCRAPE}s",
@@ -130,6 +126,7 @@ def test_a_cold_start_past_the_margin_fires_and_not_before(tmp_path: Path) -> No
                 ],
             }
         ],
+        tmp_path,
     )
 
 
@@ -140,8 +137,8 @@ def test_the_panel_counts_cold_starts_and_averages_their_duration(tmp_path: Path
     ready = _values((0, 40), (0, 20), (1, 40), (0, 60), (0, 12), (1, 48), (0, 20))
     starts, duration = kserve_observed.panels(SPEC)
     count, mean = starts.series[0][0], duration.series[0][0]
-    _promtool_test(
-        tmp_path,
+    promtool_test_rules(
+        _rule_groups(),
         [
             {
                 "interval": f"{SCRAPE}s",
@@ -153,6 +150,7 @@ def test_the_panel_counts_cold_starts_and_averages_their_duration(tmp_path: Path
                 "alert_rule_test": [{"eval_time": "60m", "alertname": "KServeColdStartSlow"}],
             }
         ],
+        tmp_path,
     )
 
 
@@ -165,8 +163,8 @@ def test_cold_starts_more_often_than_hourly_fire(tmp_path: Path) -> None:
     limit = kserve_observed.FREQUENT_COLD_STARTS
     # The n-th cold start is at 20 + 40 (n - 1) minutes: the first over the limit in 6 hours.
     over = 20 + 40 * limit
-    _promtool_test(
-        tmp_path,
+    promtool_test_rules(
+        _rule_groups(),
         [
             {
                 "interval": f"{SCRAPE}s",
@@ -181,6 +179,7 @@ def test_cold_starts_more_often_than_hourly_fire(tmp_path: Path) -> None:
                 ],
             }
         ],
+        tmp_path,
     )
 
 
