@@ -40,8 +40,9 @@ from eks_inference.versions import LMCACHE_VLLM_IMAGE, VLLM_GPU_IMAGE
 
 LMCACHE_CONNECTOR = "LMCacheConnectorV1"
 ATTENTION_BACKEND = "FLASHINFER"
-# The disk tier's directory: an emptyDir, on the node's instance store when the node keeps the
-# kubelet's storage there.
+# The disk tier's directory: an emptyDir, so on the node's striped instance store, where
+# every pool of an instance type with one keeps the kubelet's directory (node_bootstrap); a
+# disk tier is refused on an instance type without (kv_serving_rules).
 DISK_TIER_VOLUME = "kv-cache-disk"
 DISK_TIER_PATH = "/mnt/kv-cache"
 # The multiprocess metric files of the server's processes (see the module): a few files per

@@ -117,11 +117,11 @@ class DynamoEngine(ServingEngine):
     options = DynamoOptions
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
-        # The pods keep the operator's ServiceAccount, which carries the RBAC of its Kubernetes
-        # discovery: the operator would keep one of ours (controller/
-        # dynamocomponentdeployment_renderer.go:284 sets its own only when none is set), but
-        # ours would lack that RBAC. So no identity of their own reads S3: weights come
-        # through the Mountpoint driver's.
+        # Not the Run:ai streamer (docs/dynamo.md, "Weights"): the pods keep the graph's
+        # discovery ServiceAccount the operator gives them (internal/dynamo/graph.go:1733), so
+        # none of their own has Pod Identity; and dynamo.vllm 1.6.1 fetches a --model that is
+        # not local through its own hub client first (dynamo/vllm/main.py, fetch_model), which
+        # has no S3 provider. The Mountpoint volume gives the workers a local directory.
         return frozenset({MOUNTPOINT})
 
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
