@@ -45,66 +45,21 @@ Sources, read at the pinned versions:
   underscores and units in braces add no suffix (``kn.revision.pods.requested`` ->
   ``kn_revision_pods_requested``). Labels ``k8s_namespace_name``, ``kn_service_name``,
   ``kn_revision_name``; the platform's scrape adds the deployment's label.
+- **LMCache 0.5.6** (``versions.LMCACHE_VERSION``, in a vLLM server with ``kv_cache``):
+  ``lmcache/observability.py`` of the ``lmcache`` wheel on PyPI, recorded in the engine's
+  worker process through Prometheus' multiprocess files, which the server's ``/metrics``
+  serves when ``PROMETHEUS_MULTIPROC_DIR`` is set for both (:mod:`eks_inference.charts.
+  kv_offload`).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
-from enum import StrEnum
 
-
-class Kind(StrEnum):
-    """The Prometheus type of a metric, which decides the series names it is exposed as."""
-
-    GAUGE = "gauge"
-    COUNTER = "counter"
-    HISTOGRAM = "histogram"
-    # A counter exposed under its registered name as is (prometheus-cpp adds no _total).
-    UNSUFFIXED_COUNTER = "unsuffixed counter"
-
-
-@dataclass(frozen=True)
-class Source:
-    """The component and version that emits a metric, and where in it that was read."""
-
-    component: str
-    version: str
-    where: str
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A metric as its emitter registers it (counters without ``_total``)."""
-
-    name: str
-    kind: Kind
-    source: Source
-    meaning: str
-
-    @property
-    def series(self) -> tuple[str, ...]:
-        """The names Prometheus stores: a counter's ``_total``, a histogram's three series."""
-        if self.kind is Kind.COUNTER:
-            return (f"{self.name.removesuffix('_total')}_total",)
-        if self.kind is Kind.HISTOGRAM:
-            return tuple(f"{self.name}_{suffix}" for suffix in ("bucket", "sum", "count"))
-        # Gauges, and counters their emitter exposes as named (Kind.UNSUFFIXED_COUNTER).
-        return (self.name,)
-
-    def one(self) -> str:
-        """The one series of a gauge or a counter, as queries name it."""
-        if self.kind is Kind.HISTOGRAM:
-            raise ValueError(f"{self.name} is a histogram; use bucket(), not one()")
-        return self.series[0]
-
-    def bucket(self) -> str:
-        """The ``_bucket`` series of a histogram, which ``histogram_quantile`` reads."""
-        if self.kind is not Kind.HISTOGRAM:
-            raise ValueError(f"{self.name} is a {self.kind}, not a histogram")
-        return self.series[0]
-
+from eks_inference.metric_types import Kind as Kind
+from eks_inference.metric_types import Metric as Metric
+from eks_inference.metric_types import Source as Source
 
 VLLM = Source(
     "vLLM",
@@ -494,6 +449,32 @@ ENVOY_CLUSTER_REQUESTS = Metric(
 )
 ROUTING_METRICS = (EPP_SCHEDULER_ATTEMPTS, EPP_PREFIX_HIT_RATIO, ENVOY_CLUSTER_REQUESTS)
 
+LMCACHE = Source(
+    "LMCache",
+    "0.5.6 (versions.LMCACHE_VERSION)",
+    "lmcache/observability.py (PrometheusLogger) of the lmcache wheel on PyPI",
+)
+# LMCache in a vLLM server with kv_cache; labels model_name, worker_id, role and
+# served_model_name. 0.5.6 counts hits over its tiers together: no series says which tier hit.
+LMCACHE_REQUESTED_TOKENS = Metric(
+    "lmcache:num_requested_tokens", Kind.COUNTER, LMCACHE, "prompt tokens asked of LMCache"
+)
+LMCACHE_HIT_TOKENS = Metric(
+    "lmcache:num_hit_tokens", Kind.COUNTER, LMCACHE, "of those, tokens read back from a tier"
+)
+LMCACHE_CPU_TIER_BYTES = Metric(
+    "lmcache:local_cache_usage", Kind.GAUGE, LMCACHE, "bytes the CPU tier holds"
+)
+LMCACHE_DISK_TIER_BYTES = Metric(
+    "lmcache:local_storage_usage", Kind.GAUGE, LMCACHE, "bytes the local disk tier holds"
+)
+LMCACHE_METRICS = (
+    LMCACHE_REQUESTED_TOKENS,
+    LMCACHE_HIT_TOKENS,
+    LMCACHE_CPU_TIER_BYTES,
+    LMCACHE_DISK_TIER_BYTES,
+)
+
 ALL_METRICS: tuple[Metric, ...] = (
     *VLLM_METRICS,
     VLLM_LORA_REQUESTS_INFO,
@@ -506,6 +487,7 @@ ALL_METRICS: tuple[Metric, ...] = (
     *TRITON_METRICS,
     *DYNAMO_METRICS,
     *ROUTING_METRICS,
+    *LMCACHE_METRICS,
 )
 KNOWN_SERIES: frozenset[str] = frozenset(s for m in ALL_METRICS for s in m.series)
 """Every series name an expression of this project may read."""

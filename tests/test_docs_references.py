@@ -48,6 +48,9 @@ UPSTREAM_FILES = {
     "vllm/entrypoints/serve/lora/api_router.py",
     "vllm/lora/model_manager.py",
     "dynamo/prometheus_names.py",  # ai-dynamo 1.6.1: where its metric names are defined
+    "dynamo/vllm/main.py",  # ai-dynamo 1.6.1: how the vLLM worker fetches a model that is not local
+    # vLLM (a stored commit): the /metrics registry, multiprocess with PROMETHEUS_MULTIPROC_DIR
+    "vllm/v1/metrics/prometheus.py",
     # ai-dynamo 1.6.1: the graphs the release generates itself
     "dynamo/profiler/templates/dgd/vllm/{agg,disagg}.yaml",
 }

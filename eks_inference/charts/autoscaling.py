@@ -1,7 +1,9 @@
 """Servers that scale on their queue: a KEDA ScaledObject on the queue depth and KV cache.
 
 For a deployment with ``scaling.autoscale`` on an engine that autoscales on its queue (standalone
-vLLM, Triton; Ray Serve and Knative scale by themselves). The loop: each vLLM pod exports
+vLLM, Triton, and a Dynamo graph's worker groups through their scaling adapters, each on its
+own signal: :mod:`eks_inference.engines.dynamo.autoscaling`; Ray Serve and Knative scale by
+themselves). The loop: each vLLM pod exports
 ``vllm:num_requests_waiting`` and ``vllm:kv_cache_usage_perc`` on its ``/metrics`` (a Triton pod
 ``nv_inference_pending_request_count``, and no KV-cache gauge); Prometheus scrapes them
 through the deployment's PodMonitor (:mod:`eks_inference.charts.monitoring`) and labels them
@@ -18,7 +20,9 @@ from typing import Any
 from eks_inference import names
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import api_object, metadata, object_labels
+from eks_inference.charts.pod import Json
 from eks_inference.charts.record import ChartRecord, deployment_chart
+from eks_inference.charts.serving import serving_engine
 from eks_inference.names import INFERENCE_NAMESPACE
 from eks_inference.observability.signals import SCRAPE_INTERVAL_SECONDS, Signals, signals_of
 from eks_inference.specification.deployment import ModelDeploymentSpec
@@ -57,48 +61,49 @@ def scale_in_behavior(signals: Signals) -> dict[str, Any]:
     }
 
 
-def triggers(signals: Signals) -> list[dict[str, Any]]:
-    """KEDA's Prometheus triggers: queue depth per replica, and average KV-cache use.
+def prometheus_trigger(name: str, metric_type: str, query: str, threshold: float) -> Json:
+    """One KEDA Prometheus trigger on the cluster's Prometheus.
 
-    ``AverageValue``: replicas = ceil(waiting requests / the per-replica allowance).
-    ``Value``: replicas = ceil(current replicas x average KV use / target), for an engine that
-    exports its KV-cache use. The HPA takes the larger of the two.
+    ``AverageValue``: replicas = ceil(``query`` / ``threshold``), the per-replica allowance.
+    ``Value``: replicas = ceil(current replicas x ``query`` / ``threshold``), for an average.
     """
-    server = names.prometheus_url()
-    queue = {
+    return {
         "type": "prometheus",
-        "name": QUEUE_TRIGGER,
-        "metricType": "AverageValue",
+        "name": name,
+        "metricType": metric_type,
         "metadata": {
-            "serverAddress": server,
-            "query": signals.requests_waiting,
-            "threshold": str(signals.queue_per_replica),
+            "serverAddress": names.prometheus_url(),
+            "query": query,
+            "threshold": str(threshold),
         },
     }
+
+
+def triggers(signals: Signals) -> list[Json]:
+    """KEDA's Prometheus triggers: queue depth per replica, and average KV-cache use, for an
+    engine that exports it. The HPA takes the larger of the two."""
+    queue = prometheus_trigger(
+        QUEUE_TRIGGER, "AverageValue", signals.requests_waiting, signals.queue_per_replica
+    )
     if signals.kv_cache_usage_avg is None:
         # An engine that exports no KV-cache gauge (Triton's vLLM backend) scales on its queue.
         return [queue]
-    kv_cache = {
-        "type": "prometheus",
-        "name": KV_CACHE_TRIGGER,
-        "metricType": "Value",
-        "metadata": {
-            "serverAddress": server,
-            "query": signals.kv_cache_usage_avg,
-            "threshold": str(signals.kv_cache_scale_target),
-        },
-    }
+    kv_cache = prometheus_trigger(
+        KV_CACHE_TRIGGER, "Value", signals.kv_cache_usage_avg, signals.kv_cache_scale_target
+    )
     return [queue, kv_cache]
 
 
 def autoscaling_chart(spec: ModelDeploymentSpec) -> ChartRecord:
-    """The KEDA ScaledObject ``<deployment>`` of an autoscaled standalone vLLM Deployment.
+    """The KEDA ScaledObjects of an autoscaled deployment, one per object its engine scales
+    (:meth:`~eks_inference.charts.serving.ServingEngine.scale_targets`: standalone vLLM's
+    Deployment ``<deployment>``; each worker group's scaling adapter of a Dynamo graph).
 
-    It targets the Deployment of the same name (``apps/v1``), with ``minReplicaCount`` and
-    ``maxReplicaCount`` from ``spec.scaling``, polls Prometheus every 15 s (the scrape
-    interval) and scales in as :func:`scale_in_behavior` says. Its needs name KEDA's CRD.
-    The Deployment leaves its replica count out of its manifest, so applying it again never
-    resets what the autoscaler chose.
+    Each has its target's ``minReplicaCount`` and ``maxReplicaCount``, polls Prometheus every
+    15 s (the scrape interval) and scales in as :func:`scale_in_behavior` says. Its needs name
+    KEDA's CRD. The scaled object leaves its replica count out of its manifest (or, for a
+    Dynamo graph, the adapter owns it), so applying it again never resets what the autoscaler
+    chose.
     """
     if not spec.scaling.autoscale:
         raise ValueError(
@@ -107,32 +112,37 @@ def autoscaling_chart(spec: ModelDeploymentSpec) -> ChartRecord:
             "queue)"
         )
     signals = signals_of(spec)
-    scaled_object = api_object(
-        KEDA_API_VERSION,
-        "ScaledObject",
-        metadata(spec.name, object_labels(spec, ROLE)),
-        {
-            "spec": {
-                "scaleTargetRef": {
-                    "apiVersion": "apps/v1",
-                    "kind": "Deployment",
-                    "name": spec.name,
-                },
-                "minReplicaCount": spec.scaling.min_replicas,
-                "maxReplicaCount": spec.scaling.max_replicas,
-                "pollingInterval": SCRAPE_INTERVAL_SECONDS,
-                "advanced": {
-                    "horizontalPodAutoscalerConfig": {
-                        "behavior": {"scaleDown": scale_in_behavior(signals)}
-                    }
-                },
-                "triggers": triggers(signals),
-            }
-        },
-    )
+    scaled_objects = [
+        api_object(
+            KEDA_API_VERSION,
+            "ScaledObject",
+            metadata(target.name, object_labels(spec, ROLE)),
+            {
+                "spec": {
+                    "scaleTargetRef": {
+                        "apiVersion": target.api_version,
+                        "kind": target.kind,
+                        "name": target.target,
+                    },
+                    "minReplicaCount": target.min_replicas,
+                    "maxReplicaCount": target.max_replicas,
+                    "pollingInterval": SCRAPE_INTERVAL_SECONDS,
+                    "advanced": {
+                        "horizontalPodAutoscalerConfig": {
+                            "behavior": {"scaleDown": scale_in_behavior(signals)}
+                        }
+                    },
+                    "triggers": (
+                        triggers(signals) if target.triggers is None else list(target.triggers)
+                    ),
+                }
+            },
+        )
+        for target in serving_engine(spec).scale_targets(spec)
+    ]
     return deployment_chart(
         spec,
         ROLE,
-        [scaled_object],
+        scaled_objects,
         PlatformNeeds(namespaces=(INFERENCE_NAMESPACE,), custom_resources=(SCALEDOBJECT_CRD,)),
     )

@@ -303,6 +303,9 @@ def karpenter_offers(objects: Sequence[Mapping[str, Any]]) -> tuple[NodeOffer, .
                 instance_types=tuple(sorted(labels.get(INSTANCE_TYPE_LABEL, frozenset()))),
                 root_volume_gib=int(root["ebs"]["volumeSize"].removesuffix("Gi")),
                 karpenter=True,
+                instance_store=(
+                    node_class_obj["spec"].get("instanceStorePolicy") == LOCAL_STORAGE_STRATEGY
+                ),
             )
         )
     return tuple(offers)

@@ -16,6 +16,15 @@ tiers and their sizes are written once. Read at the pinned releases (vLLM 0.29.0
 - ``PYTHONHASHSEED=0``: LMCache's token hasher keys chunks with Python's ``hash`` and warns
   when the seed is unset (``lmcache/v1/multiprocess/token_hasher.py``); a fixed seed gives
   every process and pod the same keys.
+- ``PROMETHEUS_MULTIPROC_DIR``: LMCache records its metrics in vLLM's engine process, apart
+  from the API server that serves ``/metrics``; it writes them as ``prometheus_client``
+  multiprocess files (into this directory, or into one of its own that the API server never
+  reads when it is unset: ``PrometheusLogger._ensure_multiprocess_dir`` in
+  ``lmcache/observability.py``), and vLLM's ``/metrics`` collects every process's files when
+  the variable is set at its start (``get_prometheus_registry`` in
+  ``vllm/v1/metrics/prometheus.py``, read at a stored commit of vllm-project/vllm, not at the
+  image's release: unverified for the image). So both get one directory, an emptyDir that
+  exists before either starts, and LMCache's metrics reach the server's own ``/metrics``.
 - Tiers by environment (``LMCACHE_`` + the key of ``lmcache/v1/config.py``): ``LOCAL_CPU`` and
   ``MAX_LOCAL_CPU_SIZE`` (GiB, ``size * 1024**3``), ``LOCAL_DISK`` (a ``file://`` directory)
   and ``MAX_LOCAL_DISK_SIZE`` (GiB).
@@ -31,10 +40,16 @@ from eks_inference.versions import LMCACHE_VLLM_IMAGE, VLLM_GPU_IMAGE
 
 LMCACHE_CONNECTOR = "LMCacheConnectorV1"
 ATTENTION_BACKEND = "FLASHINFER"
-# The disk tier's directory: an emptyDir, on the node's instance store when the node keeps the
-# kubelet's storage there.
+# The disk tier's directory: an emptyDir, so on the node's striped instance store, where
+# every pool of an instance type with one keeps the kubelet's directory (node_bootstrap); a
+# disk tier is refused on an instance type without (kv_serving_rules).
 DISK_TIER_VOLUME = "kv-cache-disk"
 DISK_TIER_PATH = "/mnt/kv-cache"
+# The multiprocess metric files of the server's processes (see the module): a few files per
+# process and metric.
+METRICS_VOLUME = "metrics-multiproc"
+METRICS_PATH = "/var/run/prometheus-multiproc"
+METRICS_MIB = 64
 
 
 def transfer_config() -> str:
@@ -61,6 +76,7 @@ def environment(spec: ModelDeploymentSpec) -> dict[str, str]:
     if offload is None:
         return {}
     env = {
+        "PROMETHEUS_MULTIPROC_DIR": METRICS_PATH,
         "PYTHONHASHSEED": "0",
         "LMCACHE_LOCAL_CPU": "True",
         "LMCACHE_MAX_LOCAL_CPU_SIZE": str(offload.cpu_gib),
@@ -74,6 +90,17 @@ def environment(spec: ModelDeploymentSpec) -> dict[str, str]:
 def image(spec: ModelDeploymentSpec) -> str:
     """The GPU vLLM image: LMCache's build of vLLM's server with ``kv_cache``."""
     return LMCACHE_VLLM_IMAGE if spec.kv_cache is not None else VLLM_GPU_IMAGE
+
+
+def metrics_volume(spec: ModelDeploymentSpec) -> tuple[pod.Json, pod.Json] | None:
+    """The emptyDir of the processes' metric files and its mount, or None without
+    ``kv_cache``."""
+    if spec.kv_cache is None:
+        return None
+    return (
+        pod.empty_dir(METRICS_VOLUME, f"{METRICS_MIB}Mi"),
+        pod.mount(METRICS_VOLUME, METRICS_PATH),
+    )
 
 
 def disk_volume(spec: ModelDeploymentSpec) -> tuple[pod.Json, pod.Json] | None:

@@ -126,7 +126,7 @@ def _deployment_monitors(spec: ModelDeploymentSpec) -> list[dict[str, Any]]:
             labels,
             target.selector,
             target.port,
-            relabel,
+            [*relabel, *(_copy_pod_label(label, to) for label, to in target.pod_labels)],
             path,
         )
         for target, path in targets

@@ -9,9 +9,15 @@ things are added, the same way in both provisioning modes:
   has none), ``instance.localStorage.strategy: RAID0`` stripes its disks into one XFS file
   system and bind-mounts the kubelet's and containerd's directories onto it: images unpack,
   and every emptyDir (the Mountpoint cache, vLLM's and torch's compile caches under the
-  server's HOME, the image loader's copy) lives on NVMe, each still bounded by its own size
-  limit. Karpenter's EC2NodeClass says it with ``instanceStorePolicy: RAID0``, which it turns
-  into the same NodeConfig field.
+  server's HOME, the image loader's copy, LMCache's disk tier) lives on NVMe, each still
+  bounded by its own size limit, and the node's ephemeral storage is the array's. The
+  kubelet's directory always goes there: nodeadm runs ``setup-local-disks raid0`` and can
+  leave out only containerd's, the pod logs' and SOCI's directories (``disabledMounts``;
+  ``nodeadm/internal/system/local_disk.go`` and ``templates/al2023/runtime/bin/
+  setup-local-disks``, which bind-mounts ``/var/lib/kubelet`` unless ``--no-bind-kubelet``,
+  at the pinned release tag of awslabs/amazon-eks-ami), and this sets neither those nor a
+  ``mountPath``. Karpenter's EC2NodeClass says it with ``instanceStorePolicy: RAID0``, which
+  it turns into the same NodeConfig field.
 - **NUMA alignment** on accelerator pools: the kubelet's static CPU manager gives a
   Guaranteed pod with whole CPUs exclusive cores, and its topology manager puts those cores,
   the pod's memory and its accelerators on as few NUMA nodes as possible, which is what the

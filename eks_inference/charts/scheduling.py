@@ -14,7 +14,7 @@ against every offer, the way the scheduler and the autoscalers would:
   times the pods the sizing packs onto a node, fit one node's allocatable resources,
   computed as the EKS AMI's kubelet and Karpenter compute them: capacity less kube-reserved
   (CPU by the kubelet's ranges, 11 MiB per pod + 255 MiB of memory, 1 GiB of disk), the
-  hard eviction thresholds (100 MiB, 10% of the root volume) and, for Karpenter, the 7.5%
+  hard eviction thresholds (100 MiB, 10% of the kubelet's file system) and, for Karpenter, the 7.5%
   of memory it holds back for the hypervisor until a node of the type has run. DaemonSets'
   requests are not modelled: they use what the pod sizing keeps back.
 
@@ -34,6 +34,7 @@ from fractions import Fraction
 
 from eks_inference.catalog import GIB, INSTANCE_TYPES, InstanceType
 from eks_inference.charts.contract import PlatformNeeds, PodNeed, Toleration
+from eks_inference.charts.node_bootstrap import formats_instance_store
 from eks_inference.names import NODE_POOL_LABEL
 from eks_inference.specification.node_pools import NodePool, extended_resources
 from eks_inference.specification.platform import PlatformSpec
@@ -116,6 +117,10 @@ class NodeOffer:
     instance_types: tuple[str, ...]
     root_volume_gib: int
     karpenter: bool
+    #: The nodes stripe their instance store and keep the kubelet's directory on it
+    #: (:mod:`~eks_inference.charts.node_bootstrap`), so their ephemeral storage is the
+    #: array's rather than the root volume's.
+    instance_store: bool = False
 
     @property
     def accelerated(self) -> bool:
@@ -134,20 +139,23 @@ def managed_offer(pool: NodePool) -> NodeOffer:
         instance_types=pool.instance_types,
         root_volume_gib=pool.root_volume_gib,
         karpenter=False,
+        instance_store=formats_instance_store(pool),
     )
 
 
 @functools.cache
 def allocatable(
-    instance: InstanceType, root_volume_gib: int, *, karpenter: bool
+    instance: InstanceType, root_volume_gib: int, *, karpenter: bool, instance_store: bool = False
 ) -> Mapping[str, Fraction]:
-    """What pods may request of one node of ``instance``: capacity less reservations."""
+    """What pods may request of one node of ``instance``: capacity less reservations. The
+    ephemeral storage is the kubelet's file system: the striped instance store with
+    ``instance_store``, else the root volume."""
     memory = Fraction(instance.memory_gib * GIB)
     if karpenter:
         memory -= math.ceil(memory * KARPENTER_VM_MEMORY_OVERHEAD / _MIB) * _MIB
     memory -= (_KUBE_RESERVED_MIB_PER_POD * instance.max_pods + _KUBE_RESERVED_MIB_BASE) * _MIB
     memory -= _EVICTION_MEMORY
-    disk = Fraction(root_volume_gib * GIB)
+    disk = Fraction((instance.local_nvme_gib if instance_store else root_volume_gib) * GIB)
     ephemeral = disk - _KUBE_RESERVED_EPHEMERAL - disk * _EVICTION_ROOT_VOLUME_SHARE
     cpu = Fraction(instance.vcpus) - _kube_reserved_cpu(instance.vcpus * 1000) / 1000
     amounts = {
@@ -211,7 +219,12 @@ def unmet(need: PodNeed, offer: NodeOffer) -> list[str]:
     requested = {name: amount * need.per_node for name, amount in pod_requests(need).items()}
     short: dict[str, list[str]] = {}
     for name in offer.instance_types:
-        free = allocatable(INSTANCE_TYPES[name], offer.root_volume_gib, karpenter=offer.karpenter)
+        free = allocatable(
+            INSTANCE_TYPES[name],
+            offer.root_volume_gib,
+            karpenter=offer.karpenter,
+            instance_store=offer.instance_store,
+        )
         lacking = [
             f"{resource} {_show(resource, amount)} > {_show(resource, available)}"
             for resource, amount in sorted(requested.items())

@@ -102,11 +102,33 @@ class Backend:
 
 @dataclass(frozen=True)
 class MetricsTarget:
-    """Pods Prometheus scrapes, by one PodMonitor named ``<deployment>-<name>``."""
+    """Pods Prometheus scrapes, by one PodMonitor named ``<deployment>-<name>``.
+
+    ``pod_labels`` are pod labels copied onto every series of these pods, each under a label
+    name of its own (pod label, series label): how a query tells apart pods of one deployment
+    that play different parts (a Dynamo graph's prefill and decode workers)."""
 
     name: str
     selector: Json
     port: str
+    pod_labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ScaleTarget:
+    """One object a KEDA ScaledObject ``name`` scales through its scale subresource
+    (``api_version``, ``kind``, ``target``), between ``min_replicas`` and ``max_replicas``.
+
+    ``triggers`` are KEDA's triggers for it; ``None``: the deployment's own queue-depth and
+    KV-cache triggers (:func:`eks_inference.charts.autoscaling.triggers`)."""
+
+    name: str
+    api_version: str
+    kind: str
+    target: str
+    min_replicas: int
+    max_replicas: int
+    triggers: tuple[Json, ...] | None = None
 
 
 class ServingEngine(Engine, ObservedEngine):
@@ -144,6 +166,22 @@ class ServingEngine(Engine, ObservedEngine):
         return tuple(
             MetricsTarget(c, {"matchLabels": selector_labels(spec, c)}, HTTP_PORT_NAME)
             for c in self.server_components(spec)
+        )
+
+    def scale_targets(self, spec: ModelDeploymentSpec) -> tuple[ScaleTarget, ...]:
+        """What KEDA scales when ``spec`` has ``scaling.autoscale``: the Deployment of the
+        deployment's name, between its ``min_replicas`` and ``max_replicas``, on its queue and
+        KV cache."""
+        scaling = spec.scaling
+        return (
+            ScaleTarget(
+                spec.name,
+                "apps/v1",
+                "Deployment",
+                spec.name,
+                scaling.min_replicas,
+                scaling.max_replicas,
+            ),
         )
 
     def network_policies(

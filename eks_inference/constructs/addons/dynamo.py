@@ -83,6 +83,11 @@ def platform_values(system: NodePool) -> dict[str, Any]:
     ``system`` (both charts place pods by affinity and tolerations)."""
     placed = {"affinity": pool_affinity([system]), "tolerations": system.tolerations()}
     return {
+        # With NATS installed, the chart writes nats://<release>-nats.<namespace>.svc.cluster.
+        # local:4222 into the operator's configuration (deploy/helm/charts/platform/components/
+        # operator/templates/operator-config.yaml:71), which the operator sets as NATS_SERVER
+        # in every component's main container (deploy/operator/internal/dynamo/graph.go:1569,
+        # ai-dynamo/dynamo at 2a6da14c8361, the 1.5.0 tree): the graph sets no address.
         "global": {"nats": {"install": True}, "etcd": {"install": False}},
         "dynamo-operator": {
             "discoveryBackend": "kubernetes",

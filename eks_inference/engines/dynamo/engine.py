@@ -26,10 +26,12 @@ from eks_inference.charts.serving import (
     Backend,
     ChartObjects,
     MetricsTarget,
+    ScaleTarget,
     ServerInputs,
     ServingEngine,
 )
 from eks_inference.charts.weights_loaders import loader_of
+from eks_inference.engines.dynamo import autoscaling
 from eks_inference.engines.dynamo import graph as dgd
 from eks_inference.engines.dynamo import rules as dynamo_rules
 from eks_inference.engines.dynamo.options import DynamoOptions, graph_of
@@ -43,7 +45,11 @@ from eks_inference.observability.observed import (
 )
 from eks_inference.observability.signals import DEPLOYMENT_LABEL, RATE_WINDOW, matchers
 from eks_inference.serve.api_key_auth import HEALTH_PATH
-from eks_inference.specification.capabilities import DisaggregatesPrefill
+from eks_inference.specification.capabilities import (
+    AutoscalesOnQueue,
+    DerivesServiceNames,
+    DisaggregatesPrefill,
+)
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engine_rules import fixed_unless_autoscaled
 from eks_inference.specification.engines import MOUNTPOINT
@@ -77,8 +83,10 @@ class DynamoEngine(ServingEngine):
     Objects (:mod:`~eks_inference.engines.dynamo.graph`): the DynamoGraphDeployment
     ``<deployment>``; the Services ``<deployment>`` (the load balancer's backend) and
     ``<deployment>-dynamo-frontend``; with the API key, the proxy's ConfigMap and
-    Deployment ``<deployment>-api-key``. The operator makes a Deployment and Service per
-    component (``<deployment>-<component>``) from the graph.
+    Deployment ``<deployment>-api-key``. The operator makes a Deployment per component and
+    the Services :meth:`services` and the :class:`DerivesServiceNames` pattern name; with
+    ``scaling.autoscale``, a scaling adapter per worker group, which a KEDA ScaledObject
+    scales (:mod:`~eks_inference.engines.dynamo.autoscaling`).
 
     The API key is checked by a proxy in front of the frontend's Service rather than in its
     pod: the frontend is a Rust server that loads no middleware, and the operator owns its
@@ -86,8 +94,8 @@ class DynamoEngine(ServingEngine):
     to take over; a Deployment of its own leaves the graph as the release shapes it, and a
     NetworkPolicy lets only the proxy's pods (and Prometheus) reach the frontend.
 
-    Fixed size: ``scaling.min_replicas`` aggregated workers (``min_replicas ==
-    max_replicas``), or the replicas of each group.
+    Fixed size unless ``scaling.autoscale``: ``scaling.min_replicas`` aggregated workers
+    (``min_replicas == max_replicas``), or the replicas of each group.
     """
 
     name = "dynamo"
@@ -101,12 +109,19 @@ class DynamoEngine(ServingEngine):
             "engine: vllm or rayservice"
         )
     }
-    capabilities = (DisaggregatesPrefill(graph_of, dynamo_rules.kv_transport),)
+    capabilities = (
+        DisaggregatesPrefill(graph_of, dynamo_rules.kv_transport),
+        AutoscalesOnQueue(),
+        DerivesServiceNames(dgd.operator_worker_service_pattern),
+    )
     options = DynamoOptions
 
     def loaders(self, accelerator: Accelerator) -> frozenset[str]:
-        # The pods keep the operator's ServiceAccount (its discovery RBAC), so no identity of
-        # their own reads S3: weights come through the Mountpoint driver's.
+        # Not the Run:ai streamer (docs/dynamo.md, "Weights"): the pods keep the graph's
+        # discovery ServiceAccount the operator gives them (internal/dynamo/graph.go:1733), so
+        # none of their own has Pod Identity; and dynamo.vllm 1.6.1 fetches a --model that is
+        # not local through its own hub client first (dynamo/vllm/main.py, fetch_model), which
+        # has no S3 provider. The Mountpoint volume gives the workers a local directory.
         return frozenset({MOUNTPOINT})
 
     def rules(self) -> tuple[Rule[ModelDeploymentSpec], ...]:
@@ -117,15 +132,14 @@ class DynamoEngine(ServingEngine):
             Rule(_GRAPH_FIELDS, dynamo_rules.check_groups_serve_one_model),
             Rule(_GRAPH_FIELDS, dynamo_rules.check_groups_fit),
             Rule(_GRAPH_FIELDS, dynamo_rules.check_one_node),
+            Rule(_GRAPH_FIELDS | scaling, dynamo_rules.check_autoscaled_graph),
         )
 
     def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:
-        """Its own two, and the operator's one per component."""
-        operator = tuple(
-            f"{spec.name}-{name}"
-            for name in (dgd.FRONTEND, *(name for name, _ in dgd.worker_groups(spec)))
-        )
-        return (spec.name, dgd.frontend_service_name(spec), *operator)
+        """Its own two, and the operator's of the frontend; the operator's of the workers
+        carry a hash (:func:`~eks_inference.engines.dynamo.graph.
+        operator_worker_service_pattern`)."""
+        return (spec.name, dgd.frontend_service_name(spec), dgd.operator_frontend_service(spec))
 
     def scales_at_run_time(self, spec: ModelDeploymentSpec) -> bool:
         return False
@@ -185,8 +199,13 @@ class DynamoEngine(ServingEngine):
                 dgd.WORKER_COMPONENT,
                 {"matchLabels": selector_labels(spec, dgd.WORKER_COMPONENT)},
                 dgd.SYSTEM_PORT_NAME,
+                ((names.DYNAMO_WORKER_ROLE_LABEL, autoscaling.GROUP_SERIES_LABEL),),
             ),
         )
+
+    def scale_targets(self, spec: ModelDeploymentSpec) -> tuple[ScaleTarget, ...]:
+        """Each worker group's scaling adapter, on its own load."""
+        return autoscaling.scale_targets(spec)
 
     def network_policies(
         self, spec: ModelDeploymentSpec, labels: Mapping[str, str], servers: Json
@@ -269,12 +288,20 @@ class DynamoEngine(ServingEngine):
         """Ready workers: worker pods ready (kube-state-metrics, by the graph's labels);
         wanted: the graph's workers."""
         ready = matchers(namespace=INFERENCE_NAMESPACE, condition="true")
-        wanted = sum(group.replicas for _, group in dgd.worker_groups(spec))
+        wanted = f"vector({sum(group.replicas for _, group in dgd.worker_groups(spec))})"
+        if spec.scaling.autoscale:
+            # The adapters set the workers' Deployments (the operator's, one per group and
+            # generation, named as their Services) to what KEDA chose.
+            workloads = (
+                f'{{namespace="{INFERENCE_NAMESPACE}", '
+                f'deployment=~"{dgd.operator_worker_service_pattern(spec)}"}}'
+            )
+            wanted = f"sum({metrics.KSM_DEPLOYMENT_SPEC_REPLICAS.one()}{workloads})"
         return ReplicaSeries(
             ready=(
                 f"count(({metrics.KSM_POD_READY.one()}{ready} == 1) and on(namespace, pod) {pods})"
             ),
-            wanted=f"vector({wanted})",
+            wanted=wanted,
             loading=server_deployment.loading_pods(pods),
             loading_alert_seconds=model_load_seconds(spec),
         )
@@ -323,6 +350,12 @@ class DynamoEngine(ServingEngine):
 
     def autoscaler(self, spec: ModelDeploymentSpec) -> str:
         split = graph_of(spec)
+        if spec.scaling.autoscale:
+            groups = "aggregated workers" if split is None else "prefill and decode workers each"
+            return (
+                f"KEDA, {groups} through the scaling adapter: {spec.scaling.min_replicas} to "
+                f"{spec.scaling.max_replicas}"
+            )
         if split is None:
             return f"fixed size: {spec.scaling.min_replicas} aggregated worker(s)"
         return (

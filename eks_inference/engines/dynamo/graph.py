@@ -33,6 +33,7 @@ without one: everything), so the frontend is reached through it alone.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING
 
 from eks_inference import names
@@ -61,8 +62,19 @@ if TYPE_CHECKING:
     from eks_inference.specification.platform import Placement
     from eks_inference.specification.routes import Route
 
+# What the operator does with a graph, read from its source (ai-dynamo/dynamo, deploy/operator/,
+# at commit 2a6da14c8361 of 2026-08-21, the tree of the 1.5.0 release that
+# versions.DYNAMO_CRD_SCHEMA_VERSION names; the v1.6.1 tag could not be brought here), cited
+# where it is relied on as <file>:<line> under deploy/operator/internal/.
 DGD_API_VERSION = "nvidia.com/v1beta1"
 DGD_KIND = "DynamoGraphDeployment"
+# The scaling adapter of a component that sets `scalingAdapter: {}` (api/v1beta1/common.go:189,
+# a marker: the operator creates the adapter, which then owns the component's replicas, and
+# deletes it when the field goes: controller/dgd_scaling_adapters_reconciler.go:72). Its scale
+# subresource is spec.replicas / status.replicas / status.selector (the CRD, both versions;
+# v1beta1 is stored).
+ADAPTER_API_VERSION = "nvidia.com/v1beta1"
+ADAPTER_KIND = "DynamoGraphDeploymentScalingAdapter"
 # The operator completes the container of this name (its templates' `main`).
 MAIN_CONTAINER = "main"
 FRONTEND = "frontend"
@@ -111,6 +123,30 @@ _PROBE_TIMEOUT_S = 5
 _IN_CLUSTER_KEEP_ALIVE_S = 5
 
 
+def adapter_name(spec: ModelDeploymentSpec, component: str) -> str:
+    """The scaling adapter the operator creates for ``component`` of ``spec``'s graph:
+    ``<graph>-<component, lowercased>`` (controller/dgd_scaling_adapters_reconciler.go:198,
+    ``generateAdapterName``)."""
+    return f"{spec.name}-{component.lower()}"
+
+
+def operator_frontend_service(spec: ModelDeploymentSpec) -> str:
+    """The Service the operator makes for the frontend: its component deployment's name,
+    ``<graph>-<component, lowercased>`` (dynamo/graph.go:745, ``GetDCDResourceName``, no
+    suffix for a component that is not a worker), dots made dashes (graph.go:756)."""
+    return f"{spec.name}-{FRONTEND}"
+
+
+def operator_worker_service_pattern(spec: ModelDeploymentSpec) -> str:
+    """The Services the operator makes for the worker groups, one per worker generation, as a
+    regular expression: ``<graph>-<component>-<worker hash>`` (graph.go:745 with the
+    generation's hash; dynamo/hash.go:86: the first 8 hex digits of a SHA-256), made with
+    Kubernetes discovery, which the platform's operator uses
+    (controller/dynamocomponentdeployment_renderer.go:322)."""
+    groups = "|".join(name for name, _ in worker_groups(spec))
+    return re.escape(spec.name) + rf"-({groups})-[0-9a-f]{{8}}"
+
+
 def frontend_service_name(spec: ModelDeploymentSpec) -> str:
     """The Service of the frontend's pods the proxy forwards to."""
     return f"{spec.name}-dynamo-frontend"
@@ -133,6 +169,19 @@ def worker_groups(spec: ModelDeploymentSpec) -> tuple[tuple[str, WorkerGroup], .
                     tensor_parallel_size=spec.tensor_parallel_size,
                 ),
             ),
+        )
+    if spec.scaling.autoscale:
+        # Autoscaled, each group starts at min_replicas, the adapter's first count (the
+        # rules refuse a group's own replicas then).
+        return tuple(
+            (
+                name,
+                WorkerGroup(
+                    replicas=spec.scaling.min_replicas,
+                    tensor_parallel_size=group.tensor_parallel_size,
+                ),
+            )
+            for name, group in ((PREFILL, split.prefill), (DECODE, split.decode))
         )
     return ((PREFILL, split.prefill), (DECODE, split.decode))
 
@@ -336,8 +385,11 @@ def _component(
     pod_spec: Json,
     component_label: str,
 ) -> Json:
+    # The operator keeps these labels on the pods: it merges the podTemplate's labels over its
+    # own and then sets only its nvidia.com/ labels again (dynamo/graph.go:2906-2916), so the
+    # Services, NetworkPolicies and PodMonitors here select the graph's pods by them.
     labels = {**object_labels(spec, component_label), names.DYNAMO_WORKER_ROLE_LABEL: name}
-    return {
+    component: Json = {
         "name": name,
         "type": kind,
         "replicas": replicas,
@@ -345,6 +397,10 @@ def _component(
         "sharedMemorySize": "0",
         "podTemplate": {"metadata": {"labels": labels}, "spec": pod_spec},
     }
+    if spec.scaling.autoscale and name != FRONTEND:
+        # The operator creates this group's scaling adapter, which KEDA scales.
+        component["scalingAdapter"] = {}
+    return component
 
 
 def frontend_service(spec: ModelDeploymentSpec) -> tuple[Json, Json]:

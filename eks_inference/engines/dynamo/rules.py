@@ -99,7 +99,8 @@ def check_one_node(spec: ModelDeploymentSpec, problems: Problems) -> None:
     """The graph's workers hold at most one node's GPUs, so the KV cache never crosses
     nodes (the pools attach no EFA: see the module)."""
     split = split_of(spec)
-    if split is None:
+    # Autoscaled, the graph at max_replicas is checked (check_autoscaled_graph).
+    if split is None or spec.scaling.autoscale:
         return
     instance = spec.instance
     used = split.groups.accelerators
@@ -120,6 +121,51 @@ def check_one_node(spec: ModelDeploymentSpec, problems: Problems) -> None:
         f"transport: {network}; keep prefill and decode within {instance.cores} GPUs, or use "
         "a larger instance type",
         split.groups.prefill.replicas,
+    )
+
+
+def check_autoscaled_graph(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """An autoscaled disaggregated graph: each group scales between ``scaling.min_replicas``
+    and ``max_replicas`` (:mod:`eks_inference.engines.dynamo.autoscaling`), so a group's own
+    ``replicas`` is refused, and at ``max_replicas`` both groups together still hold at most
+    one node's GPUs (the KV cache stays within it, as :func:`check_one_node` says)."""
+    split = split_of(spec)
+    if split is None or not spec.scaling.autoscale:
+        return
+    written = {
+        "options": (dynamo_options(spec).prefill, dynamo_options(spec).decode),
+        "disaggregation": (
+            (spec.disaggregation.prefill, spec.disaggregation.decode)
+            if spec.disaggregation is not None
+            else (None, None)
+        ),
+    }[split.field[0]]
+    for name, group in zip(("prefill", "decode"), written, strict=True):
+        if group is not None and "replicas" in group.model_fields_set:
+            problems.add(
+                (*split.field, name, "replicas"),
+                f"with scaling.autoscale each group scales between scaling.min_replicas "
+                f"({spec.scaling.min_replicas}) and max_replicas ({spec.scaling.max_replicas}) "
+                f"on its own load; remove {'.'.join(split.field)}.{name}.replicas, or set "
+                "autoscale: false for fixed groups",
+                group.replicas,
+            )
+    instance, most = spec.instance, spec.scaling.max_replicas
+    per_step = sum(g.tensor_parallel_size for _, g in split.groups.groups)
+    if most * per_step <= instance.cores:
+        return
+    fitting = instance.cores // per_step
+    problems.add(
+        ("scaling", "max_replicas"),
+        f"at max_replicas {most} the graph's prefill and decode workers (TP "
+        f"{split.groups.prefill.tensor_parallel_size} and "
+        f"{split.groups.decode.tensor_parallel_size} each) need "
+        f"{sizing.accelerator_units(instance, most * per_step)}, more than one "
+        f"{instance.name} ({instance.cores}), so the KV cache would cross nodes without a "
+        f"transport; set max_replicas <= {fitting}"
+        + ("" if fitting > spec.scaling.min_replicas else " and lower min_replicas")
+        + ", or use a larger instance type",
+        most,
     )
 
 

@@ -39,7 +39,7 @@ from eks_inference.charts.model_server import (
 from eks_inference.charts.network_rules import policy
 from eks_inference.charts.serving import ChartObjects, ServerInputs, WeightsVolume
 from eks_inference.charts.weights_loaders import loader_of
-from eks_inference.engines.vllm import groups
+from eks_inference.engines.vllm import groups, lmcache_observed
 from eks_inference.engines.vllm import observed as vllm_observed
 from eks_inference.names import COMPONENT_LABEL, INFERENCE_NAMESPACE
 from eks_inference.observability import routing as routing_observed
@@ -157,10 +157,10 @@ def server_pod(
     if artifacts is not None:
         volumes.append(pod.claim_volume(ARTIFACTS_ROLE, artifacts.claim_name))
         mounts.append(pod.mount(ARTIFACTS_ROLE, ARTIFACTS_MOUNT_PATH, read_only=True))
-    disk_tier = kv_offload.disk_volume(spec)
-    if disk_tier is not None:
-        volumes.append(disk_tier[0])
-        mounts.append(disk_tier[1])
+    for extra in (kv_offload.metrics_volume(spec), kv_offload.disk_volume(spec)):
+        if extra is not None:
+            volumes.append(extra[0])
+            mounts.append(extra[1])
     args = vllm_server.vllm_server_args(spec, bucket_name=context.bucket_name)
     environment = pod.env(vllm_server.server_environment(spec, context))
     if route is not None:
@@ -431,11 +431,21 @@ class VllmEngine(server_deployment.DeploymentEngine):
 
     def own_alerts(self, spec: ModelDeploymentSpec) -> tuple[EngineAlert, ...]:
         """With adapters, requests waiting for an adapter slot
-        (:mod:`~eks_inference.engines.vllm.observed`); with an endpoint picker (``routing``),
-        the picker failing open."""
-        return vllm_observed.alerts(spec) + routing_observed.alerts(spec)
+        (:mod:`~eks_inference.engines.vllm.observed`); with ``kv_cache``, LMCache's hit ratio
+        collapsing (:mod:`~eks_inference.engines.vllm.lmcache_observed`); with an endpoint
+        picker (``routing``), the picker failing open."""
+        return (
+            vllm_observed.alerts(spec)
+            + lmcache_observed.alerts(spec)
+            + routing_observed.alerts(spec)
+        )
 
     def own_panels(self, spec: ModelDeploymentSpec) -> tuple[EnginePanel, ...]:
-        """With adapters, the adapters running and waiting per replica; with an endpoint
-        picker, its decisions, prefix-cache hits and fall-back."""
-        return vllm_observed.panels(spec) + routing_observed.panels(spec)
+        """With adapters, the adapters running and waiting per replica; with ``kv_cache``,
+        LMCache's hit ratio and tiers; with an endpoint picker, its decisions, prefix-cache
+        hits and fall-back."""
+        return (
+            vllm_observed.panels(spec)
+            + lmcache_observed.panels(spec)
+            + routing_observed.panels(spec)
+        )
