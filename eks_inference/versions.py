@@ -64,6 +64,8 @@ NVIDIA_DEVICE_PLUGIN_CHART = HelmChartVersion(
 # guards /v1, /v2, /inference and /cohere only, and --middleware classes are still added with
 # the app alone (vllm/entrypoints/serve/middleware/register.py).
 GPU_VLLM_VERSION = "0.34.0"
+# The image carries no libfabric and no aws-ofi-nccl (vllm-project/vllm issue 55635, open):
+# NCCL in it uses its socket transport across nodes, EFA or not (docs/multi-node.md).
 VLLM_GPU_IMAGE = f"vllm/vllm-openai:v{GPU_VLLM_VERSION}"
 RAY_LLM_GPU_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py311-cu128"
 NEURON_VLLM_IMAGE = (

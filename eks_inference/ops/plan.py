@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from eks_inference import versions
 from eks_inference.catalog import (
     INSTANCE_TYPES,
     Accelerator,
@@ -362,13 +363,28 @@ def plan_warnings(
             )
     for deployment in platform.deployments:
         group = deployment.multi_node
-        if group is not None and group.allow_without_efa and not deployment.instance.efa:
-            gbps = node_hardware(deployment.instance_type).network_gbps
-            warnings.append(
-                f"deployment {deployment.name!r} spans {group.nodes_per_replica} "
-                f"{deployment.instance_type} nodes without EFA: its pipeline stages hand over "
-                f"activations by TCP on {gbps:g} Gbps, expect slower tokens than EFA gives"
-            )
+        if group is None:
+            continue
+        if not deployment.instance.efa:
+            if group.allow_without_efa:
+                gbps = node_hardware(deployment.instance_type).network_gbps
+                warnings.append(
+                    f"deployment {deployment.name!r} spans {group.nodes_per_replica} "
+                    f"{deployment.instance_type} nodes without EFA: its pipeline stages hand "
+                    f"over activations by TCP on {gbps:g} Gbps, expect slower tokens than EFA "
+                    "gives"
+                )
+            continue
+        # The nodes have EFA, but the platform attaches none of it yet (no EFA interfaces
+        # or device plugin), and the server image carries no NCCL network plugin for it.
+        warnings.append(
+            f"deployment {deployment.name!r} spans {group.nodes_per_replica} "
+            f"{deployment.instance_type} nodes whose EFA is not attached: its pipeline stages "
+            "hand over activations by TCP over the VPC, not the "
+            f"{node_hardware(deployment.instance_type).network_gbps:g} Gbps of EFA "
+            f"({versions.VLLM_GPU_IMAGE} has no libfabric or aws-ofi-nccl either); see the "
+            "multi-node page, Not built yet"
+        )
     return tuple(warnings)
 
 

@@ -52,10 +52,24 @@ def test_a_group_is_planned_as_its_nodes(name: str, nodes: int) -> None:
 
 def test_p5_without_reserved_capacity_is_warned_about_and_g6e_is_not() -> None:
     warnings = plan_warnings(PLATFORM)
-    (p5,) = (w for w in warnings if "p5.48xlarge" in w)
+    (p5,) = (w for w in warnings if "p5.48xlarge" in w and "Capacity" in w)
     assert "without a Capacity Reservation or Capacity Block" in p5
     assert "capacity_reservation_ids" in p5
-    assert not [w for w in warnings if "g6e.48xlarge" in w]
+    assert not [w for w in warnings if "g6e.48xlarge" in w and "Capacity" in w]
+
+
+@pytest.mark.parametrize(
+    ("name", "nodes", "instance", "gbps"),
+    [("llama-405b-fp8", 2, "p5.48xlarge", 3200), ("qwen3-coder-480b", 4, "g6e.48xlarge", 400)],
+)
+def test_a_group_on_efa_instances_is_warned_that_its_fabric_is_not_attached(
+    name: str, nodes: int, instance: str, gbps: int
+) -> None:
+    (warning,) = (w for w in plan_warnings(PLATFORM) if f"deployment {name!r}" in w)
+    assert f"{nodes} {instance} nodes whose EFA is not attached" in warning
+    assert f"by TCP over the VPC, not the {gbps} Gbps of EFA" in warning
+    assert "vllm/vllm-openai:v" in warning
+    assert "aws-ofi-nccl" in warning
 
 
 def test_a_group_without_efa_is_admitted_only_with_a_bandwidth_warning() -> None:
