@@ -20,6 +20,7 @@ import resource
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -68,24 +69,29 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise HungError(f"still running after {HANG_S} s")
 
 
+def bounded_call(run: Callable[[], object]) -> tuple[int, str | None]:
+    """Call ``run`` as a console script's process would end: its exit code (0 when it returns,
+    1 for an exception it lets out, which is returned too), stopped after :data:`HANG_S`."""
+    signal.setitimer(signal.ITIMER_REAL, HANG_S)
+    try:
+        run()
+        return 0, None
+    except SystemExit as exit_:
+        return (exit_.code if isinstance(exit_.code, int) else 1), None
+    except Exception as error:
+        return 1, repr(error)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
 def _invoke(runner: CliRunner, cli: Any, args: list[str]) -> tuple[int, str, str | None]:
     """Run ``cli`` as the console script does: exit code, stderr, and any exception it let out.
 
     ``CliRunner.invoke`` would build the click command again for every run, a cost of the
     console script's start-up that is measured elsewhere, not of reading a file.
     """
-    exception = None
     with runner.isolation() as (_, stderr, _):
-        signal.setitimer(signal.ITIMER_REAL, HANG_S)
-        try:
-            cli.main(args=args, prog_name="eks-inference")
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-        except Exception as error:
-            code, exception = 1, repr(error)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+        code, exception = bounded_call(lambda: cli.main(args=args, prog_name="eks-inference"))
         return code, stderr.getvalue().decode(errors="replace"), exception
 
 

@@ -24,27 +24,22 @@ from pathlib import Path
 from typing import Any
 
 from eks_inference.stacks.entry import main as app_main
-from tests.cli.hostile_runner import HANG_S, _peak_memory_mib, _reset_peak_memory, _stop
+from tests.cli.hostile_runner import (
+    _peak_memory_mib,
+    _reset_peak_memory,
+    _stop,
+    bounded_call,
+)
 from tests.helpers.platforms import REFERENCE_PLATFORM
 
 
 def _run(platform: Path) -> dict[str, Any]:
     os.environ["CDK_CONTEXT_JSON"] = json.dumps({"platform": str(platform)})
     stderr = io.StringIO()
-    exception = None
     reset = _reset_peak_memory()
     cpu, wall = time.process_time(), time.monotonic()
-    signal.setitimer(signal.ITIMER_REAL, HANG_S)
-    try:
-        with redirect_stderr(stderr):
-            app_main(default_platform=REFERENCE_PLATFORM)
-        code = 0
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    except Exception as error:
-        code, exception = 1, repr(error)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+    with redirect_stderr(stderr):
+        code, exception = bounded_call(lambda: app_main(default_platform=REFERENCE_PLATFORM))
     return {
         "file": str(platform),
         "exit_code": code,
