@@ -432,10 +432,8 @@ def test_plan_prints_the_split_beside_the_aggregated_alternative(tmp_path: Path)
 def test_the_runai_streamer_is_refused_for_a_graph(tmp_path: Path) -> None:
     """The graph's pods keep the operator's ServiceAccount (its discovery RBAC): no Pod
     Identity of theirs could let the streamer read the bucket."""
-    data = yaml.safe_load(EXAMPLE.read_text())
-    data["deployments"][1]["weights"]["loader"] = "runai_streamer"
-    path = tmp_path / "platform.yaml"
-    path.write_text(yaml.safe_dump(data))
+    weights = yaml.safe_load(EXAMPLE.read_text())["deployments"][1]["weights"]
+    path = _platform_with(tmp_path, {"weights": {**weights, "loader": "runai_streamer"}}, 1)
     one_line_error(
         run_cli("plan", "--platform", path, cwd=tmp_path),
         2,
