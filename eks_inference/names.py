@@ -27,6 +27,8 @@ KUBERAY_NAMESPACE = "kuberay-system"
 NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
 NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
+# Elastic Fabric Adapter interfaces, as the EFA device plugin advertises them.
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
 # The IngressClass the AWS Load Balancer Controller's chart creates; deployments' Ingresses
 # name it, so an Application Load Balancer is made for them.

@@ -121,6 +121,8 @@ class NodeOffer:
     #: (:mod:`~eks_inference.charts.node_bootstrap`), so their ephemeral storage is the
     #: array's rather than the root volume's.
     instance_store: bool = False
+    #: EFA interfaces attached to each node, which the EFA device plugin advertises.
+    efa_interfaces: int = 0
 
     @property
     def accelerated(self) -> bool:
@@ -140,16 +142,23 @@ def managed_offer(pool: NodePool) -> NodeOffer:
         root_volume_gib=pool.root_volume_gib,
         karpenter=False,
         instance_store=formats_instance_store(pool),
+        efa_interfaces=pool.efa_interfaces,
     )
 
 
 @functools.cache
 def allocatable(
-    instance: InstanceType, root_volume_gib: int, *, karpenter: bool, instance_store: bool = False
+    instance: InstanceType,
+    root_volume_gib: int,
+    *,
+    karpenter: bool,
+    instance_store: bool = False,
+    efa_interfaces: int = 0,
 ) -> Mapping[str, Fraction]:
     """What pods may request of one node of ``instance``: capacity less reservations. The
     ephemeral storage is the kubelet's file system: the striped instance store with
-    ``instance_store``, else the root volume."""
+    ``instance_store``, else the root volume; ``efa_interfaces`` are the EFA interfaces
+    attached to it."""
     memory = Fraction(instance.memory_gib * GIB)
     if karpenter:
         memory -= math.ceil(memory * KARPENTER_VM_MEMORY_OVERHEAD / _MIB) * _MIB
@@ -164,7 +173,9 @@ def allocatable(
         "ephemeral-storage": ephemeral,
         "pods": Fraction(instance.max_pods),
     }
-    amounts.update({name: Fraction(n) for name, n in extended_resources(instance).items()})
+    amounts.update(
+        {name: Fraction(n) for name, n in extended_resources(instance, efa_interfaces).items()}
+    )
     return amounts
 
 
@@ -224,6 +235,7 @@ def unmet(need: PodNeed, offer: NodeOffer) -> list[str]:
             offer.root_volume_gib,
             karpenter=offer.karpenter,
             instance_store=offer.instance_store,
+            efa_interfaces=offer.efa_interfaces,
         )
         lacking = [
             f"{resource} {_show(resource, amount)} > {_show(resource, available)}"

@@ -22,15 +22,10 @@ accelerator pool holds exactly one (:class:`~eks_inference.specification.node_po
 
 from __future__ import annotations
 
-from eks_inference.catalog import INSTANCE_TYPES, Accelerator, by_size
+from eks_inference.catalog import Accelerator
 from eks_inference.specification.deployment import ModelDeploymentSpec
-from eks_inference.specification.node_pools import NodePool
+from eks_inference.specification.node_pools import NodePool, efa_instance_types
 from eks_inference.specification.validation import Problems, Rule
-
-
-def _efa_instances() -> str:
-    names = (n for n, t in INSTANCE_TYPES.items() if t.efa and t.accelerator is Accelerator.NVIDIA)
-    return ", ".join(sorted(names, key=by_size))
 
 
 def check_multi_node(spec: ModelDeploymentSpec, problems: Problems) -> None:
@@ -62,7 +57,7 @@ def check_multi_node(spec: ModelDeploymentSpec, problems: Problems) -> None:
             ("instance_type",),
             f"{instance.name} has no Elastic Fabric Adapter: the {nodes} nodes of a replica "
             "would pass every token's activations over TCP; use an instance type with EFA "
-            f"({_efa_instances()}) or set multi_node.allow_without_efa: true",
+            f"({efa_instance_types()}) or set multi_node.allow_without_efa: true",
             spec.instance_type,
         )
     if spec.kv_cache is not None:
@@ -96,20 +91,44 @@ MULTI_NODE_RULE: Rule[ModelDeploymentSpec] = Rule(
 )
 
 
-def group_zone_problems(
+def group_pool_problems(
     deployment: ModelDeploymentSpec, pool: NodePool, pool_index: int, problems: Problems
 ) -> None:
-    """The nodes of a group run in one Availability Zone: the pool holding a multi-node
-    deployment lists exactly one zone. EFA does not cross zones, and pipeline stages in two
-    zones would pay the inter-zone latency and data charges on every token."""
-    if deployment.multi_node is None or len(pool.zones) == 1:
+    """The pool holding a multi-node deployment runs in one Availability Zone, and attaches
+    EFA where its instance type has it unless the deployment accepts TCP.
+
+    EFA does not cross zones, and pipeline stages in two zones would pay the inter-zone
+    latency and data charges on every token; a pool that turns EFA off (``efa: false``) on an
+    instance type with it leaves the group the TCP the deployment must accept by name.
+    """
+    if deployment.multi_node is None:
         return
-    spans = f"spans zones {list(pool.zones)}" if pool.zones else "spans every zone (no zones set)"
-    problems.add(
-        ("node_pools", pool_index, "zones"),
-        f"deployment {deployment.name!r} serves one replica across "
-        f"{deployment.nodes_per_replica} nodes, which must share one Availability Zone, but "
-        f"pool {pool.name!r} {spans}; set zones: [0] (or the one zone index that has the "
-        "capacity)",
-        list(pool.zones),
-    )
+    if len(pool.zones) != 1:
+        spans = (
+            f"spans zones {list(pool.zones)}" if pool.zones else "spans every zone (no zones set)"
+        )
+        problems.add(
+            ("node_pools", pool_index, "zones"),
+            f"deployment {deployment.name!r} serves one replica across "
+            f"{deployment.nodes_per_replica} nodes, which must share one Availability Zone, but "
+            f"pool {pool.name!r} {spans}; set zones: [0] (or the one zone index that has the "
+            "capacity)",
+            list(pool.zones),
+        )
+    if pool.efa is False and pool.instance.efa and not deployment.multi_node.allow_without_efa:
+        problems.add(
+            ("node_pools", pool_index, "efa"),
+            f"pool {pool.name!r} turns EFA off, but deployment {deployment.name!r} serves one "
+            f"replica across {deployment.nodes_per_replica} of its nodes, whose stages would "
+            "then talk TCP; remove efa: false, or set multi_node.allow_without_efa: true on the "
+            "deployment",
+            False,
+        )
+
+
+def chosen_efa(pool: NodePool, hosted: list[ModelDeploymentSpec]) -> bool | None:
+    """Whether ``pool`` attaches EFA when it does not say: where it holds a multi-node
+    deployment and its instance type has EFA (None: the pool says, or nothing changes)."""
+    if pool.efa is not None or not pool.instance.efa:
+        return None
+    return True if any(d.multi_node is not None for d in hosted) else None

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator, InstanceType, by_size
 from eks_inference.names import (
+    EFA_RESOURCE,
     NEURON_DEVICE_RESOURCE,
     NEURONCORE_RESOURCE,
     NODE_POOL_LABEL,
@@ -139,6 +140,12 @@ class NodePool(SpecModel):
         "default: its family's (single-numa-node on g6e, restricted on inf2), or restricted "
         "where the platform places a replica on it that no NUMA node holds.",
     )
+    efa: bool | None = Field(
+        default=None,
+        description="Attach every Elastic Fabric Adapter the instance type carries to each "
+        "node, the nodes in one cluster placement group; default: on where the pool holds a "
+        "multi_node deployment and its instance type has EFA, off otherwise.",
+    )
     disk_size_gib: int | None = Field(
         default=None,
         ge=1,
@@ -169,6 +176,17 @@ class NodePool(SpecModel):
             if kinds == {Accelerator.NONE} and self.topology_manager_policy is not None:
                 problems.append(
                     "topology_manager_policy applies to accelerator pools only; remove it"
+                )
+            if self.efa and not self.instance.efa:
+                problems.append(
+                    f"efa: {self.instance.name} has no Elastic Fabric Adapter; remove efa or "
+                    f"use an instance type with EFA ({efa_instance_types()})"
+                )
+            elif self.efa and len(self.zones) != 1:
+                problems.append(
+                    "efa: the nodes of a pool with EFA share one cluster placement group, which "
+                    "lives in one Availability Zone (EFA does not cross zones); set zones: [0] "
+                    "(or the one zone index that has the capacity)"
                 )
             if (
                 kinds != {Accelerator.NONE}
@@ -230,9 +248,14 @@ class NodePool(SpecModel):
         """Tolerations for every taint of this pool."""
         return [t.toleration() for t in self.taints]
 
+    @property
+    def efa_interfaces(self) -> int:
+        """EFA interfaces each node carries: one per network card with ``efa``, else none."""
+        return self.instance.efa_interfaces if self.efa else 0
+
     def extended_resources(self) -> dict[str, int]:
         """Device-plugin resources one node advertises, for scale-from-zero templates."""
-        return extended_resources(self.instance)
+        return extended_resources(self.instance, self.efa_interfaces)
 
     @property
     def capacity_types(self) -> tuple[CapacityType, ...]:
@@ -240,13 +263,23 @@ class NodePool(SpecModel):
         return (self.capacity_type, *self.fallback_capacity_types)
 
 
-def extended_resources(instance: InstanceType) -> dict[str, int]:
-    """Device-plugin resources one node of ``instance`` advertises (NeuronCores, GPUs)."""
+def extended_resources(instance: InstanceType, efa_interfaces: int = 0) -> dict[str, int]:
+    """Device-plugin resources one node of ``instance`` advertises (NeuronCores, GPUs), and
+    its ``efa_interfaces`` EFA interfaces where they are attached."""
+    resources: dict[str, int] = {}
     if instance.accelerator is Accelerator.NEURON:
-        return {NEURONCORE_RESOURCE: instance.cores, NEURON_DEVICE_RESOURCE: instance.devices}
-    if instance.accelerator is Accelerator.NVIDIA:
-        return {NVIDIA_GPU_RESOURCE: instance.devices}
-    return {}
+        resources = {NEURONCORE_RESOURCE: instance.cores, NEURON_DEVICE_RESOURCE: instance.devices}
+    elif instance.accelerator is Accelerator.NVIDIA:
+        resources = {NVIDIA_GPU_RESOURCE: instance.devices}
+    if efa_interfaces:
+        resources[EFA_RESOURCE] = efa_interfaces
+    return resources
+
+
+def efa_instance_types() -> str:
+    """The GPU instance types of the catalog with EFA, smallest first, for messages."""
+    names = (n for n, t in INSTANCE_TYPES.items() if t.efa and t.accelerator is Accelerator.NVIDIA)
+    return ", ".join(sorted(names, key=by_size))
 
 
 def system_pool_of(pools: Sequence[NodePool]) -> NodePool:

@@ -29,7 +29,7 @@ from eks_inference.specification import files as spec_file
 from eks_inference.specification.aws_types import AccountId, BucketName, Region
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint
-from eks_inference.specification.multi_node_rules import group_zone_problems
+from eks_inference.specification.multi_node_rules import chosen_efa, group_pool_problems
 from eks_inference.specification.node_pools import (
     NodePool,
     managed_node_group_problems,
@@ -232,27 +232,33 @@ class PlatformSpec(SpecModel):
         cls, data: Any, handler: ModelWrapValidatorHandler[PlatformSpec]
     ) -> PlatformSpec:
         platform = validate_with_rules(cls, data, handler, _RULES)
-        _choose_topology_policies(platform)
+        _choose_pool_defaults(platform)
         return platform
 
 
-def _choose_topology_policies(platform: PlatformSpec) -> None:
-    """Give each pool that sets no topology manager policy the one its deployments need
-    (:func:`~eks_inference.specification.numa.chosen_policy`), so that every reader of
-    ``node_pools`` (node groups, Karpenter's node classes, the plan) sees the policy its
-    nodes run.
+def _choose_pool_defaults(platform: PlatformSpec) -> None:
+    """Give each pool the defaults its deployments decide, so that every reader of
+    ``node_pools`` (node groups, Karpenter's node classes, the device plugins, the pods, the
+    plan) sees what its nodes run: the topology manager policy they need
+    (:func:`~eks_inference.specification.numa.chosen_policy`) where the pool sets none, and
+    EFA where it holds a multi-node deployment
+    (:func:`~eks_inference.specification.multi_node_rules.chosen_efa`) and says nothing.
 
-    Done once the platform has validated, before anyone holds it, on the model's own field:
-    the chosen value is a default, so it is left out of ``model_fields_set`` and a platform
+    Done once the platform has validated, before anyone holds it, on the model's own fields:
+    a chosen value is a default, so it is left out of ``model_fields_set`` and a platform
     dumped without defaults and read again chooses it afresh.
     """
     pools = list(platform.node_pools)
     changed = False
     for j, hosted in enumerate(_hosted(platform)):
-        policy = chosen_policy(pools[j], hosted)
-        if policy is not None:
+        chosen = {
+            "topology_manager_policy": chosen_policy(pools[j], hosted),
+            "efa": chosen_efa(pools[j], hosted),
+        }
+        chosen = {field: value for field, value in chosen.items() if value is not None}
+        if chosen:
             pool = pools[j]
-            values = {**pool.__dict__, "topology_manager_policy": policy}
+            values = {**pool.__dict__, **chosen}
             pools[j] = type(pool).model_construct(_fields_set=pool.model_fields_set, **values)
             changed = True
     if changed:
@@ -346,11 +352,11 @@ def _check_lustre_zones(platform: PlatformSpec, problems: Problems) -> None:
             lustre_zone_problems(deployment, platform.node_pools[j], j, problems)
 
 
-def _check_group_zones(platform: PlatformSpec, problems: Problems) -> None:
-    """A multi-node deployment's groups run in one zone."""
+def _check_group_pools(platform: PlatformSpec, problems: Problems) -> None:
+    """A multi-node deployment's groups run in one zone, over EFA where the nodes have it."""
     for deployment, pools in zip(platform.deployments, _offering(platform), strict=True):
         for j in pools:
-            group_zone_problems(deployment, platform.node_pools[j], j, problems)
+            group_pool_problems(deployment, platform.node_pools[j], j, problems)
 
 
 def _check_numa(platform: PlatformSpec, problems: Problems) -> None:
@@ -475,7 +481,7 @@ _RULES = (
     Rule(frozenset({"node_pools", "deployments"}), _check_compile_disks),
     Rule(frozenset({"node_pools", "deployments"}), _check_lustre_zones),
     Rule(frozenset({"node_pools", "deployments"}), _check_numa),
-    Rule(frozenset({"node_pools", "deployments"}), _check_group_zones),
+    Rule(frozenset({"node_pools", "deployments"}), _check_group_pools),
     Rule(frozenset({"cluster_name", "endpoint", "deployments"}), _check_routes),
     Rule(frozenset({"cluster_name", "node_pools", "node_provisioning"}), _check_node_provisioning),
     Rule(
