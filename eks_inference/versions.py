@@ -65,8 +65,23 @@ NVIDIA_DEVICE_PLUGIN_CHART = HelmChartVersion(
 # the app alone (vllm/entrypoints/serve/middleware/register.py).
 GPU_VLLM_VERSION = "0.34.0"
 # The image carries no libfabric and no aws-ofi-nccl (vllm-project/vllm issue 55635, open):
-# NCCL in it uses its socket transport across nodes, EFA or not (docs/multi-node.md).
+# NCCL in it would use its socket transport across nodes, so groups on EFA nodes run the image
+# below instead.
 VLLM_GPU_IMAGE = f"vllm/vllm-openai:v{GPU_VLLM_VERSION}"
+# The server of a multi-node group on nodes with EFA attached: the AWS Deep Learning
+# Containers vLLM image for EC2, which is vllm/vllm-openai at the same vLLM with the EFA
+# installer's libfabric and aws-ofi-nccl added (aws/deep-learning-containers
+# docker/vllm/Dockerfile, target vllm-ec2; the release's tags in
+# docs/src/data/vllm/0.31.0-gpu-ec2.yml), on the public registry. 0.31.0 is the newest vLLM
+# that image line publishes, three minors behind GPU_VLLM_VERSION: a group's argument lists are
+# checked against 0.31.0's own parser (tests/upstream/vllm-v0.31.0-serve-options.txt). It runs
+# as root, like the image it extends; the pod's command replaces its entrypoint (a telemetry
+# call and `vllm serve`).
+EFA_VLLM_VERSION = "0.31.0"
+VLLM_EFA_IMAGE = (
+    "public.ecr.aws/deep-learning-containers/vllm:"
+    f"{EFA_VLLM_VERSION}-gpu-py312-cu130-ubuntu24.04-ec2"
+)
 RAY_LLM_GPU_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py311-cu128"
 NEURON_VLLM_IMAGE = (
     "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:"

@@ -42,7 +42,8 @@ _CONFINED: Json = {
 # * ``vllm/vllm-openai`` (GPU server): its only user is root, and torch looks up the current
 #   user in the image's user database when it is imported (its compile caches are named after
 #   it), which has no entry for any other uid. LMCache's image of the server
-#   (``lmcache/vllm-openai``) is built on it and runs as the same root.
+#   (``lmcache/vllm-openai``) and the AWS Deep Learning Containers image of it for EFA groups
+#   are built on it and run as the same root.
 # * The Neuron vLLM DLC (Neuron server and compile job): it defines no user but root, for
 #   which its Python environment and Neuron tools are set up.
 # * The AWS CLI (the compile job's uploader): it shares its pod with the compile container,

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from eks_inference import versions
 from eks_inference.catalog import (
     INSTANCE_TYPES,
     Accelerator,
@@ -361,29 +360,19 @@ def plan_warnings(
                 f"pool {pool.name!r}: the catalog has no spot price for {instance.name}; it is "
                 f"priced on-demand (give --spot-price {instance.name}=USD)"
             )
+    pools = {t: pool for pool in platform.node_pools for t in pool.instance_types}
     for deployment in platform.deployments:
         group = deployment.multi_node
-        if group is None:
+        if group is None or pools[deployment.instance_type].efa_interfaces:
             continue
-        if not deployment.instance.efa:
-            if group.allow_without_efa:
-                gbps = node_hardware(deployment.instance_type).network_gbps
-                warnings.append(
-                    f"deployment {deployment.name!r} spans {group.nodes_per_replica} "
-                    f"{deployment.instance_type} nodes without EFA: its pipeline stages hand "
-                    f"over activations by TCP on {gbps:g} Gbps, expect slower tokens than EFA "
-                    "gives"
-                )
-            continue
-        # The nodes have EFA, but the platform attaches none of it yet (no EFA interfaces
-        # or device plugin), and the server image carries no NCCL network plugin for it.
+        # Accepted by name (allow_without_efa): the instance type has no EFA, or its pool
+        # turns EFA off.
+        why = "without EFA" if not deployment.instance.efa else "whose pool turns EFA off"
+        gbps = node_hardware(deployment.instance_type).network_gbps
         warnings.append(
             f"deployment {deployment.name!r} spans {group.nodes_per_replica} "
-            f"{deployment.instance_type} nodes whose EFA is not attached: its pipeline stages "
-            "hand over activations by TCP over the VPC, not the "
-            f"{node_hardware(deployment.instance_type).network_gbps:g} Gbps of EFA "
-            f"({versions.VLLM_GPU_IMAGE} has no libfabric or aws-ofi-nccl either); see the "
-            "multi-node page, Not built yet"
+            f"{deployment.instance_type} nodes {why}: its pipeline stages hand over "
+            f"activations by TCP on {gbps:g} Gbps, expect slower tokens than EFA gives"
         )
     return tuple(warnings)
 

@@ -15,6 +15,7 @@ from eks_inference.versions import (
     AWS_CLI_IMAGE,
     LMCACHE_VLLM_IMAGE,
     NEURON_VLLM_IMAGE,
+    VLLM_EFA_IMAGE,
     VLLM_GPU_IMAGE,
 )
 from tests.helpers.checks import found
@@ -182,7 +183,13 @@ def test_every_workload_pod_declares_the_runtime_seccomp_profile_for_all_its_con
 def test_root_containers_are_only_those_of_images_without_another_user(
     rendered: Rendered,
 ) -> None:
-    root_images = {VLLM_GPU_IMAGE, LMCACHE_VLLM_IMAGE, NEURON_VLLM_IMAGE, AWS_CLI_IMAGE}
+    root_images = {
+        VLLM_GPU_IMAGE,
+        VLLM_EFA_IMAGE,
+        LMCACHE_VLLM_IMAGE,
+        NEURON_VLLM_IMAGE,
+        AWS_CLI_IMAGE,
+    }
     for name, spec in _workload_pods(rendered):
         pod_security = spec.get("securityContext", {})
         for container in (*spec.get("initContainers", []), *spec["containers"]):

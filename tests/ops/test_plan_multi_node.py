@@ -58,18 +58,19 @@ def test_p5_without_reserved_capacity_is_warned_about_and_g6e_is_not() -> None:
     assert not [w for w in warnings if "g6e.48xlarge" in w and "Capacity" in w]
 
 
-@pytest.mark.parametrize(
-    ("name", "nodes", "instance", "gbps"),
-    [("llama-405b-fp8", 2, "p5.48xlarge", 3200), ("qwen3-coder-480b", 4, "g6e.48xlarge", 400)],
-)
-def test_a_group_on_efa_instances_is_warned_that_its_fabric_is_not_attached(
-    name: str, nodes: int, instance: str, gbps: int
-) -> None:
-    (warning,) = (w for w in plan_warnings(PLATFORM) if f"deployment {name!r}" in w)
-    assert f"{nodes} {instance} nodes whose EFA is not attached" in warning
-    assert f"by TCP over the VPC, not the {gbps} Gbps of EFA" in warning
-    assert "vllm/vllm-openai:v" in warning
-    assert "aws-ofi-nccl" in warning
+def test_a_group_on_efa_nodes_is_not_warned_of_tcp() -> None:
+    warnings = plan_warnings(PLATFORM)
+    assert [w for w in warnings if "TCP" in w] == []
+    # The other warnings still come: p5 on demand without a reservation.
+    assert any("'p5'" in w for w in warnings)
+
+
+def test_a_group_on_a_pool_that_turns_efa_off_is_warned_of_tcp() -> None:
+    data = platform_data(EXAMPLE)
+    data["node_pools"][1]["efa"] = False
+    data["deployments"][0]["multi_node"]["allow_without_efa"] = True
+    (tcp,) = (w for w in plan_warnings(PlatformSpec.model_validate(data)) if "TCP" in w)
+    assert "'llama-405b-fp8' spans 2 p5.48xlarge nodes whose pool turns EFA off" in tcp
 
 
 def test_a_group_without_efa_is_admitted_only_with_a_bandwidth_warning() -> None:

@@ -26,6 +26,7 @@ from eks_inference.charts.api_key import API_KEY_SECRET_NEED, requires_api_key
 from eks_inference.charts.artifacts_gate import gates_on_compiled_artifacts
 from eks_inference.charts.context import RenderContext
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.fabric import Fabric, fabric
 from eks_inference.charts.metadata import (
     object_labels,
     selector_labels,
@@ -65,7 +66,7 @@ from eks_inference.specification.kv_serving_rules import replica_memory_mib
 from eks_inference.specification.platform import Placement
 from eks_inference.specification.routes import Route
 from eks_inference.specification.validation import Rule
-from eks_inference.versions import NEURON_VLLM_IMAGE
+from eks_inference.versions import NEURON_VLLM_IMAGE, VLLM_EFA_IMAGE
 
 if TYPE_CHECKING:
     from eks_inference.charts.mountpoint import MountpointVolume
@@ -125,6 +126,17 @@ def adapters_objects(spec: ModelDeploymentSpec, volume: MountpointVolume | None)
     return volume.objects(object_labels(spec, adapters.ADAPTERS_ROLE))
 
 
+def server_image(spec: ModelDeploymentSpec, group_fabric: Fabric | None) -> str:
+    """The image of ``spec``'s vLLM server: the Neuron DLC on Inferentia2; on GPUs the EFA
+    image for a group on nodes with EFA (its NCCL needs aws-ofi-nccl), else LMCache's build
+    with ``kv_cache``, else vLLM's own."""
+    if spec.on_neuron:
+        return NEURON_VLLM_IMAGE
+    if group_fabric is not None:
+        return VLLM_EFA_IMAGE
+    return kv_offload.image(spec)
+
+
 def server_pod(
     spec: ModelDeploymentSpec,
     placement: Placement,
@@ -143,7 +155,8 @@ def server_pod(
     """
     share = pod_resources(spec.instance, spec.replicas_per_node)
     memory_mib = replica_memory_mib(spec)
-    image = NEURON_VLLM_IMAGE if spec.on_neuron else kv_offload.image(spec)
+    group_fabric = fabric(spec, placement.workers)
+    image = server_image(spec, group_fabric)
     # HOME, /tmp, /dev/shm, then the read-only model volumes and the shipped code.
     volumes, mounts = vllm_server.scratch_volumes(memory_mib)
     loaded = loader_of(spec).pod(spec, weights.claim_name if weights is not None else None)
@@ -163,6 +176,8 @@ def server_pod(
             mounts.append(extra[1])
     args = vllm_server.vllm_server_args(spec, bucket_name=context.bucket_name)
     environment = pod.env(vllm_server.server_environment(spec, context))
+    if group_fabric is not None:
+        environment += pod.env(group_fabric.environment())
     if route is not None:
         environment += pod.env({"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(keep_alive_seconds(route))})
     if code is not None:
@@ -183,7 +198,12 @@ def server_pod(
         args=args,
         env=environment,
         resources=pod.resources(
-            {"cpu": share.cpu, "memory": f"{memory_mib}Mi", **pod.accelerator_resource(spec)},
+            {
+                "cpu": share.cpu,
+                "memory": f"{memory_mib}Mi",
+                **pod.accelerator_resource(spec),
+                **(group_fabric.resources() if group_fabric is not None else {}),
+            },
             requested_only=kv_offload.disk_request(spec),
         ),
         # vLLM's /health: 200 when the engine is alive, 503 when it is dead.
