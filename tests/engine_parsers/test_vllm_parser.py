@@ -1,4 +1,4 @@
-"""Every GPU vLLM argument list the charts render, parsed by the pinned vLLM's own parser.
+"""Every GPU vLLM argument list the charts render, parsed by vLLM's own parser.
 
 vLLM 0.34.0 (``versions.GPU_VLLM_VERSION``) with its dependencies (torch among them, some
 gigabytes) is not part of the development environment every test runs in; where it is
@@ -7,7 +7,7 @@ arguments of every GPU deployment of every engine that runs ``vllm serve`` (stan
 and KServe's predictor), of the reference platform, of the example platforms and of the chart
 variants (LMCache's ``--kv-transfer-config``, GPU tensor parallelism), as each
 engine renders its server, the API key's ``--middleware`` included. They rebuild the option
-table under ``tests/upstream/`` from that parser too: ``tests/charts/test_vllm_arguments.py``
+table under ``tests/upstream/`` from that parser too: ``tests/charts/test_vllm_server.py``
 checks every rendered list against the table in every environment. They need only the spec
 layer and the engines' server builders (no cdk8s), so an environment with vLLM and this
 package's pure-Python dependencies runs them:
@@ -19,6 +19,21 @@ Where pip cannot resolve vLLM 0.34.0's ``flashinfer-python==0.7.3``, install the
 ``--no-deps`` and its other requirements: building the parser never imports FlashInfer. The
 tests' own imports (the package's dependencies, hypothesis, kubernetes-validate, moto) go in
 the same environment.
+
+vLLM 0.31.0 is the release of the AWS Deep Learning Containers vLLM EC2 image that multi-node
+groups on EFA nodes run, and ``vllm-v0.31.0-serve-options.txt`` is its table. Where 0.31.0 is
+the installed vLLM, these tests rebuild that table and parse the arguments of every
+multi-node group with its parser (the other deployments run the pinned image alone). Where
+pip puts CPU torch beside the wheel, torchvision, torchaudio and torchcodec (built against
+CUDA torch) fail to load: remove them, the parser needs none. Then run pytest on
+``tests/engine_parsers`` from the development environment's Python (``PYTHONPATH=.``) with
+``/tmp/vllm031/lib/python3.11/site-packages`` appended to ``sys.path``, as for the Dynamo
+parsers:
+
+    python3.11 -m venv /tmp/vllm031 && /tmp/vllm031/bin/pip install vllm==0.31.0
+    /tmp/vllm031/bin/pip uninstall -y torchvision torchaudio torchcodec
+
+Each release's tests run where it is installed, and are skipped, saying so, elsewhere.
 """
 
 from __future__ import annotations
@@ -37,12 +52,19 @@ from eks_inference.specification.platform import PlatformSpec
 from eks_inference.versions import GPU_VLLM_VERSION
 from tests.helpers.platforms import REPO
 from tests.helpers.rendered import variants_spec
-from tests.helpers.vllm_args import EXPANDED, option_rows, rendered_vllm_args, serve_options
+from tests.helpers.vllm_args import (
+    EXPANDED,
+    SERVE_OPTION_TABLES,
+    option_rows,
+    rendered_vllm_args,
+    serve_options,
+)
 
 # Parsing needs a platform to describe devices, chosen when vLLM is first imported; the
 # server's image finds its GPUs itself.
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 serve = pytest.importorskip("vllm.entrypoints.cli.serve")
+INSTALLED = version("vllm")
 
 
 PLATFORMS = (REPO / "deployments.yaml", *sorted((REPO / "examples").glob("*.yaml")))
@@ -73,6 +95,17 @@ def _cases() -> list[tuple[str, ModelDeploymentSpec, bool, list[str]]]:
 CASES = _cases()
 
 
+def _served_by_installed(spec: ModelDeploymentSpec) -> bool:
+    """Whether the installed release serves ``spec``: the pinned GPU vLLM every deployment,
+    0.31.0 (the EFA image's) the multi-node groups."""
+    return INSTALLED == GPU_VLLM_VERSION or spec.multi_node is not None
+
+
+def _only_where_installed(release: str) -> None:
+    if release != INSTALLED:
+        pytest.skip(f"vLLM {INSTALLED} is installed, not {release}")
+
+
 @pytest.fixture(scope="module")
 def parser() -> argparse.ArgumentParser:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -89,8 +122,8 @@ def _serve_parser(root: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return found
 
 
-def test_the_pinned_vllm_parses() -> None:
-    assert version("vllm") == GPU_VLLM_VERSION
+def test_the_installed_vllm_is_a_recorded_release() -> None:
+    assert INSTALLED in SERVE_OPTION_TABLES
 
 
 def test_every_engine_running_vllm_serve_is_covered() -> None:
@@ -101,12 +134,14 @@ def test_every_engine_running_vllm_serve_is_covered() -> None:
     assert any(spec.multi_node is not None for _, spec, _, _ in CASES)
 
 
-def test_the_vendored_option_table_is_the_pinned_parsers(
-    parser: argparse.ArgumentParser,
+@pytest.mark.parametrize("release", sorted(SERVE_OPTION_TABLES))
+def test_the_vendored_option_table_is_its_releases_parser(
+    parser: argparse.ArgumentParser, release: str
 ) -> None:
-    """tests/upstream/vllm-v0.34.0-serve-options.txt, row for row, is this parser's."""
+    """tests/upstream/vllm-v<release>-serve-options.txt, row for row, is that release's parser."""
+    _only_where_installed(release)
     rebuilt = [row.row() for row in option_rows(_serve_parser(parser))]
-    assert rebuilt == [row.row() for row in serve_options().values()]
+    assert rebuilt == [row.row() for row in serve_options(SERVE_OPTION_TABLES[release]).values()]
 
 
 @pytest.mark.parametrize(
@@ -115,6 +150,8 @@ def test_the_vendored_option_table_is_the_pinned_parsers(
 def test_rendered_arguments_are_accepted(
     parser: argparse.ArgumentParser, spec: ModelDeploymentSpec, keyed: bool, args: list[str]
 ) -> None:
+    if not _served_by_installed(spec):
+        pytest.skip(f"vLLM {GPU_VLLM_VERSION} alone serves {spec.name}, not {INSTALLED}")
     parsed = parser.parse_args(["serve", *args])
     assert parsed.model_tag == args[0]
     assert parsed.served_model_name == [spec.model.id]

@@ -2,10 +2,11 @@
 
 - :func:`engine_args_table`: ``vllm-v0.11.0-engine-args.txt``, the ``EngineArgs`` fields and
   type aliases (what Triton's vLLM backend builds ``AsyncEngineArgs`` from).
-- :func:`serve_options`: ``vllm-v0.34.0-serve-options.txt``, every option of ``vllm serve``
-  with its kind; :func:`option_rows` extracts those rows from the pinned vLLM's own parser
-  (``tests/engine_parsers`` regenerates the table where vLLM is installed and compares), and
-  :func:`serve_args_problems` checks a rendered argument list against them.
+- :func:`serve_options`: ``vllm-v0.34.0-serve-options.txt`` (or another release's table of
+  :data:`SERVE_OPTION_TABLES`), every option of ``vllm serve`` with its kind;
+  :func:`option_rows` extracts those rows from a vLLM's own parser (``tests/engine_parsers``
+  regenerates the installed release's table and compares), and :func:`serve_args_problems`
+  checks a rendered argument list against them.
 - :func:`rendered_vllm_args`: the ``vllm serve`` argument list of every deployment of a
   platform, as its engine renders the server (no cdk8s needed, so the parser tests run
   beside vLLM alone).
@@ -28,9 +29,16 @@ from eks_inference.charts.serving import ServerInputs, serving_engine
 from eks_inference.charts.vllm_server import VLLM_SERVE_COMMAND
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.platform import PlatformSpec
+from eks_inference.versions import GPU_VLLM_VERSION
 from tests.helpers.platforms import UPSTREAM
 
 SERVE_OPTIONS = UPSTREAM / "vllm-v0.34.0-serve-options.txt"
+# vLLM 0.31.0's: the release in the AWS Deep Learning Containers vLLM EC2 image (vLLM's own
+# image with the EFA installer's libfabric and aws-ofi-nccl) that multi-node groups on EFA
+# nodes run.
+SERVE_OPTIONS_V031 = UPSTREAM / "vllm-v0.31.0-serve-options.txt"
+# Each recorded table by the vLLM release whose parser it was extracted from.
+SERVE_OPTION_TABLES = {GPU_VLLM_VERSION: SERVE_OPTIONS, "0.31.0": SERVE_OPTIONS_V031}
 
 
 def table_rows(path: Path) -> list[list[str]]:
@@ -253,7 +261,7 @@ def by_role(name: str, lists: list[list[str]]) -> dict[str, list[str]]:
     return {name: leader, f"{name}/worker": worker}
 
 
-# The engines whose servers run `vllm serve`; tests/charts/test_vllm_arguments.py fails when
+# The engines whose servers run `vllm serve`; tests/charts/test_vllm_server.py fails when
 # the rendered platforms show another (Ray Serve passes engine arguments in its config,
 # Triton's vLLM backend in model.json).
 VLLM_SERVE_ENGINES = frozenset({"vllm", "kserve"})
