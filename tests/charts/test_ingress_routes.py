@@ -30,6 +30,7 @@ from fastapi.responses import JSONResponse
 from ray import serve
 
 from eks_inference.charts.adapters import RUNTIME_ADAPTER_PATHS
+from eks_inference.charts.fabric import fabric
 from eks_inference.charts.ingress import (
     ALB_ANNOTATION_PREFIX,
     NOT_FOUND_ACTION,
@@ -39,6 +40,7 @@ from eks_inference.charts.ingress import (
 from eks_inference.charts.model_server import OPENAI_PORT
 from eks_inference.charts.serving import serving_engine
 from eks_inference.engines.rayservice.engine import SERVE_PROXY_HEALTH_PATH
+from eks_inference.engines.vllm.engine import server_image
 from eks_inference.serve.api_key_auth import (
     API_KEY_ENV,
     HEALTH_PATH,
@@ -50,6 +52,12 @@ from eks_inference.serve.neuron.server import OpenAIServer
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import served_model_names
+from eks_inference.versions import (
+    LMCACHE_VLLM_IMAGE,
+    NEURON_VLLM_IMAGE,
+    VLLM_EFA_IMAGE,
+    VLLM_GPU_IMAGE,
+)
 from tests.helpers.platforms import REPO, UPSTREAM
 from tests.helpers.rendered import CONTEXT, VARIANT_DEPLOYMENTS, VARIANT_POOLS
 from tests.helpers.serve_fakes import KEYED_CONFIG, FakeEngine, HTTPResult, call_app
@@ -88,6 +96,8 @@ def route_table(name: str) -> tuple[ServerRoute, ...]:
 
 
 VLLM_GPU_ROUTES = route_table("vllm-v0.34.0-routes.txt")
+# The routes of the EFA image's vLLM (multi-node groups on EFA nodes).
+VLLM_EFA_ROUTES = route_table("vllm-v0.31.0-routes.txt")
 VLLM_NEURON_ROUTES = route_table("vllm-v0.16.0-routes.txt")
 RAY_LLM_ROUTES = route_table("ray-2.60.0-serve-llm-routes.txt")
 SERVE_PROXY_ROUTES = tuple(r for r in RAY_LLM_ROUTES if r.method == "PROXY")
@@ -335,39 +345,76 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(ENDPOINTS))
-def platform(request: pytest.FixtureRequest) -> PlatformSpec:
-    """The variant deployments (every engine on every accelerator) behind each routing."""
+MULTI_NODE = "multi-node"
+
+
+def _variants(endpoint: str) -> PlatformSpec:
+    """The variant deployments (every engine on every accelerator) behind ``endpoint``."""
     return PlatformSpec.model_validate(
         {
             "model_bucket_name": CONTEXT.bucket_name,
             "node_pools": VARIANT_POOLS,
             "deployments": VARIANT_DEPLOYMENTS,
-            "endpoint": ENDPOINTS[request.param],
+            "endpoint": ENDPOINTS[endpoint],
         }
     )
 
 
-def server_routes(spec: ModelDeploymentSpec) -> tuple[ServerRoute, ...]:
+@pytest.fixture(scope="module", params=[*sorted(ENDPOINTS), MULTI_NODE])
+def platform(request: pytest.FixtureRequest) -> PlatformSpec:
+    """The variants behind each routing, and the multi-node example (groups whose leaders run
+    the EFA image)."""
+    if request.param == MULTI_NODE:
+        return PlatformSpec.from_yaml(REPO / "examples" / "multi-node.yaml")
+    return _variants(request.param)
+
+
+@pytest.fixture(scope="module", params=sorted(ENDPOINTS))
+def variants(request: pytest.FixtureRequest) -> PlatformSpec:
+    """The variants behind each routing: the platform with LoRA adapters."""
+    return _variants(request.param)
+
+
+# Each image of standalone vLLM by the route table of its release.
+_VLLM_IMAGE_ROUTES = {
+    NEURON_VLLM_IMAGE: VLLM_NEURON_ROUTES,
+    VLLM_GPU_IMAGE: VLLM_GPU_ROUTES,
+    LMCACHE_VLLM_IMAGE: VLLM_GPU_ROUTES,
+    VLLM_EFA_IMAGE: VLLM_EFA_ROUTES,
+}
+
+
+def server_routes(spec: ModelDeploymentSpec, platform: PlatformSpec) -> tuple[ServerRoute, ...]:
+    """The routes of ``spec``'s server: its image's vLLM release, or Ray Serve LLM's."""
     if spec.engine == "vllm":
-        return VLLM_NEURON_ROUTES if spec.on_neuron else VLLM_GPU_ROUTES
+        pool = platform.placement(spec).workers
+        return _VLLM_IMAGE_ROUTES[server_image(spec, fabric(spec, pool))]
     return neuron_routes() if spec.on_neuron else RAY_LLM_ROUTES
 
 
-@pytest.fixture(scope="module")
-def apps(platform: PlatformSpec) -> Iterator[dict[str, Any]]:
+def _server_apps(platform: PlatformSpec) -> Iterator[dict[str, Any]]:
     """Each deployment's server app, built with the key in the environment, as in the pod."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(API_KEY_ENV, KEY)
         built: dict[str, Any] = {}
         for spec in platform.deployments:
             if spec.engine == "vllm":
-                built[spec.name] = vllm_app(server_routes(spec))
+                built[spec.name] = vllm_app(server_routes(spec, platform))
             elif spec.on_neuron:
                 built[spec.name] = neuron_app()
             else:
                 built[spec.name] = ray_llm_app()
         yield built
+
+
+@pytest.fixture(scope="module")
+def apps(platform: PlatformSpec) -> Iterator[dict[str, Any]]:
+    yield from _server_apps(platform)
+
+
+@pytest.fixture(scope="module")
+def variant_apps(variants: PlatformSpec) -> Iterator[dict[str, Any]]:
+    yield from _server_apps(variants)
 
 
 def client_requests(platform: PlatformSpec, spec: ModelDeploymentSpec, path: str) -> list[str]:
@@ -417,7 +464,7 @@ def test_no_route_reaches_a_handler_without_the_key(
     for spec, route in _routes(platform):
         app = apps[spec.name]
         host = route.host or LOAD_BALANCER_HOST
-        for server_route in server_routes(spec):
+        for server_route in server_routes(spec, platform):
             target = server_route.concrete_path()
             for path in client_requests(platform, spec, target):
                 answer = load_balancer(rules, host, path)
@@ -453,7 +500,7 @@ def test_every_non_api_route_matches_no_rule_of_any_ingress(platform: PlatformSp
     checked = 0
     for spec, route in _routes(platform):
         hosts = {route.host or LOAD_BALANCER_HOST, LOAD_BALANCER_HOST}
-        for server_route in server_routes(spec):
+        for server_route in server_routes(spec, platform):
             if _is_api(server_route.path):
                 continue
             for path in client_requests(platform, spec, server_route.concrete_path()):
@@ -471,7 +518,7 @@ def test_every_api_route_is_reached_with_the_key(
     reached = 0
     for spec, route in _routes(platform):
         host = route.host or LOAD_BALANCER_HOST
-        for server_route in server_routes(spec):
+        for server_route in server_routes(spec, platform):
             if not _is_api(server_route.path) or server_route.method == "WEBSOCKET":
                 continue
             path = f"{route.path or ''}{server_route.concrete_path()}"
@@ -513,18 +560,28 @@ def test_other_paths_under_a_deployments_prefix_match_no_rule(platform: Platform
     assert load_balancer(rules, "unknown.example.org", "/nothing/v1/models").default_404
 
 
+def test_the_multi_node_leaders_are_checked_with_the_routes_of_the_efa_images_vllm() -> None:
+    """The groups of the multi-node example run the EFA image, so the route tests above read
+    its release's table for them (which has routes the pinned release does not, outside
+    ``/v1``)."""
+    example = PlatformSpec.from_yaml(REPO / "examples" / "multi-node.yaml")
+    for spec in example.deployments:
+        assert server_routes(spec, example) is VLLM_EFA_ROUTES
+    assert {r.path for r in VLLM_EFA_ROUTES} - {r.path for r in VLLM_GPU_ROUTES}
+
+
 # -- LoRA adapters ---------------------------------------------------------------------------
 
 
 def test_runtime_adapter_endpoints_answer_404_on_the_load_balancer_and_need_the_key_inside(
-    platform: PlatformSpec, apps: dict[str, Any]
+    variants: PlatformSpec, variant_apps: dict[str, Any]
 ) -> None:
     """A deployment finding adapters on demand registers vLLM's runtime load and unload
     endpoints (under ``/v1``): through the load balancer each answers the fixed 404 of its
     Ingress, under the prefix and bare, on every host; inside the cluster the server requires
     the key for them."""
-    rules = listener_rules(group_ingresses(platform))
-    on_demand = [(s, r) for s, r in _routes(platform) if r.blocked_paths]
+    rules = listener_rules(group_ingresses(variants))
+    on_demand = [(s, r) for s, r in _routes(variants) if r.blocked_paths]
     assert on_demand, "the variants platform has a deployment with on-demand adapters"
     gpu_paths = {r.path for r in VLLM_GPU_ROUTES}
     for spec, route in on_demand:
@@ -534,22 +591,22 @@ def test_runtime_adapter_endpoints_answer_404_on_the_load_balancer_and_need_the_
         hosts = {route.host or LOAD_BALANCER_HOST, LOAD_BALANCER_HOST}
         for blocked in route.blocked_paths:
             server_route = ServerRoute("POST", blocked)
-            for path in client_requests(platform, spec, blocked):
+            for path in client_requests(variants, spec, blocked):
                 for host in hosts:
                     answer = load_balancer(rules, host, path)
                     assert answer.service is None, (spec.name, host, path)
                     assert answer.default_404 or answer.fixed_status == 404
-            without = call(apps[spec.name], server_route, blocked, None)
+            without = call(variant_apps[spec.name], server_route, blocked, None)
             assert without.status == 401
-            with_key = call(apps[spec.name], server_route, blocked, KEY)
+            with_key = call(variant_apps[spec.name], server_route, blocked, KEY)
             assert with_key.json() == {"reached": blocked}
 
 
-def test_adapters_answer_by_name_on_the_api(platform: PlatformSpec) -> None:
+def test_adapters_answer_by_name_on_the_api(variants: PlatformSpec) -> None:
     """The adapters are model names of the deployment's API: a chat completion naming one
     goes through the load balancer to the deployment's own Service, like the base model."""
-    rules = listener_rules(group_ingresses(platform))
-    served = [(s, r) for s, r in _routes(platform) if s.adapters is not None]
+    rules = listener_rules(group_ingresses(variants))
+    served = [(s, r) for s, r in _routes(variants) if s.adapters is not None]
     assert served
     for spec, route in served:
         assert spec.adapters is not None

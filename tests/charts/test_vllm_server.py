@@ -1,7 +1,9 @@
-"""Every ``vllm serve`` argument list the charts render for GPUs, checked against vLLM 0.34.0's
-option table (``tests/upstream/vllm-v0.34.0-serve-options.txt``, rebuilt from the pinned
-parser by ``tests/engine_parsers`` where vLLM is installed): each option exists, flags take
-no value, values are of their option's kind, choices among the allowed, JSON parses."""
+"""Every ``vllm serve`` argument list the charts render for GPUs, checked against the option
+table of its image's vLLM (``tests/upstream/vllm-v0.34.0-serve-options.txt`` for the pinned
+release, ``vllm-v0.31.0-serve-options.txt`` for the EFA image of multi-node groups; each
+rebuilt from its release's parser by ``tests/engine_parsers`` where that release is
+installed): each option exists, flags take no value, values are of their option's kind,
+choices among the allowed, JSON parses."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from tests.charts.test_weights_loaders import FILE_SYSTEM
 from tests.helpers.platforms import EXAMPLES
 from tests.helpers.rendered import CONTEXT, Rendered
 from tests.helpers.vllm_args import (
+    SERVE_OPTION_TABLES,
     VLLM_SERVE_ENGINES,
+    ServeArgs,
     by_role,
     rendered_vllm_args,
     serve_args_of,
@@ -56,8 +60,8 @@ def _platforms(
 
 def _gpu_serve_args(
     platform: PlatformSpec, objects: dict[str, list[dict[str, Any]]]
-) -> dict[str, list[str]]:
-    """Each GPU deployment's ``vllm serve`` arguments found in its rendered objects."""
+) -> dict[str, ServeArgs]:
+    """Each GPU deployment's ``vllm serve`` servers found in its rendered objects."""
     found = {}
     for name, rendered in objects.items():
         if platform.deployment(name).on_neuron:
@@ -72,10 +76,16 @@ def test_every_rendered_gpu_argument_list_passes_the_pinned_option_table(
     reference: Rendered, variants: Rendered
 ) -> None:
     checked = []
+    releases = set()
     for source, platform, objects in _platforms(reference, variants):
-        for name, args in _gpu_serve_args(platform, objects).items():
-            assert serve_args_problems(args, OPTIONS) == [], (source, name, args)
-            checked.append((platform.deployment(name.split("/")[0]), args))
+        for name, server in _gpu_serve_args(platform, objects).items():
+            problems = serve_args_problems(server.args, server.options)
+            assert problems == [], (source, name, server)
+            checked.append((platform.deployment(name.split("/")[0]), server.args))
+            releases.add(server.release)
+    # Each recorded release's table, the EFA image's (multi-node groups on EFA nodes) among
+    # them.
+    assert releases == set(SERVE_OPTION_TABLES)
     # Every engine that runs `vllm serve`, LMCache's connector and the API key's middleware.
     assert {spec.engine for spec, _ in checked} == VLLM_SERVE_ENGINES
     assert any("--kv-transfer-config" in args for _, args in checked)

@@ -49,12 +49,12 @@ from eks_inference.charts.context import RenderContext
 from eks_inference.charts.shipped import VLLM_API_KEY_MIDDLEWARE
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.platform import PlatformSpec
-from eks_inference.versions import GPU_VLLM_VERSION
 from tests.helpers.platforms import REPO
 from tests.helpers.rendered import variants_spec
 from tests.helpers.vllm_args import (
     EXPANDED,
     SERVE_OPTION_TABLES,
+    ServeArgs,
     option_rows,
     rendered_vllm_args,
     serve_options,
@@ -80,25 +80,19 @@ def _platforms() -> list[tuple[str, PlatformSpec]]:
     ]
 
 
-def _cases() -> list[tuple[str, ModelDeploymentSpec, bool, list[str]]]:
-    """(id, spec, whether its route requires the API key, rendered arguments)."""
+def _cases() -> list[tuple[str, ModelDeploymentSpec, bool, ServeArgs]]:
+    """(id, spec, whether its route requires the API key, rendered server)."""
     cases = []
     for source, platform in _platforms():
         routes = platform.routes()
-        for name, args in rendered_vllm_args(platform, CONTEXT).items():
+        for name, server in rendered_vllm_args(platform, CONTEXT).items():
             deployment = name.split("/")[0]
             keyed = requires_api_key(routes.get(deployment))
-            cases.append((f"{source}:{name}", platform.deployment(deployment), keyed, args))
+            cases.append((f"{source}:{name}", platform.deployment(deployment), keyed, server))
     return cases
 
 
 CASES = _cases()
-
-
-def _served_by_installed(spec: ModelDeploymentSpec) -> bool:
-    """Whether the installed release serves ``spec``: the pinned GPU vLLM every deployment,
-    0.31.0 (the EFA image's) the multi-node groups."""
-    return INSTALLED == GPU_VLLM_VERSION or spec.multi_node is not None
 
 
 def _only_where_installed(release: str) -> None:
@@ -145,13 +139,13 @@ def test_the_vendored_option_table_is_its_releases_parser(
 
 
 @pytest.mark.parametrize(
-    ("spec", "keyed", "args"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+    ("spec", "keyed", "server"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_rendered_arguments_are_accepted(
-    parser: argparse.ArgumentParser, spec: ModelDeploymentSpec, keyed: bool, args: list[str]
+    parser: argparse.ArgumentParser, spec: ModelDeploymentSpec, keyed: bool, server: ServeArgs
 ) -> None:
-    if not _served_by_installed(spec):
-        pytest.skip(f"vLLM {GPU_VLLM_VERSION} alone serves {spec.name}, not {INSTALLED}")
+    _only_where_installed(server.release)
+    args = server.args
     parsed = parser.parse_args(["serve", *args])
     assert parsed.model_tag == args[0]
     assert parsed.served_model_name == [spec.model.id]

@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,13 @@ from eks_inference.charts.serving import ServerInputs, serving_engine
 from eks_inference.charts.vllm_server import VLLM_SERVE_COMMAND
 from eks_inference.charts.weights_loaders import loader_of
 from eks_inference.specification.platform import PlatformSpec
-from eks_inference.versions import GPU_VLLM_VERSION
+from eks_inference.versions import (
+    EFA_VLLM_VERSION,
+    GPU_VLLM_VERSION,
+    LMCACHE_VLLM_IMAGE,
+    VLLM_EFA_IMAGE,
+    VLLM_GPU_IMAGE,
+)
 from tests.helpers.platforms import UPSTREAM
 
 SERVE_OPTIONS = UPSTREAM / "vllm-v0.34.0-serve-options.txt"
@@ -38,7 +45,14 @@ SERVE_OPTIONS = UPSTREAM / "vllm-v0.34.0-serve-options.txt"
 # nodes run.
 SERVE_OPTIONS_V031 = UPSTREAM / "vllm-v0.31.0-serve-options.txt"
 # Each recorded table by the vLLM release whose parser it was extracted from.
-SERVE_OPTION_TABLES = {GPU_VLLM_VERSION: SERVE_OPTIONS, "0.31.0": SERVE_OPTIONS_V031}
+SERVE_OPTION_TABLES = {GPU_VLLM_VERSION: SERVE_OPTIONS, EFA_VLLM_VERSION: SERVE_OPTIONS_V031}
+# The vLLM release whose parser reads each image's `vllm serve` arguments (LMCache's image is
+# checked against the pinned release's: versions.LMCACHE_VLLM_IMAGE says why).
+IMAGE_RELEASES = {
+    VLLM_GPU_IMAGE: GPU_VLLM_VERSION,
+    LMCACHE_VLLM_IMAGE: GPU_VLLM_VERSION,
+    VLLM_EFA_IMAGE: EFA_VLLM_VERSION,
+}
 
 
 def table_rows(path: Path) -> list[list[str]]:
@@ -83,6 +97,7 @@ class ServeOption:
         return "\t".join((self.option, self.dest, self.kind, self.nargs, self.detail))
 
 
+@cache
 def serve_options(path: Path = SERVE_OPTIONS) -> dict[str, ServeOption]:
     """The options of the vendored table, by option string."""
     return {row[0]: ServeOption(*row) for row in table_rows(path)}
@@ -246,18 +261,33 @@ def _expanded(arg: str) -> str:
     return _REFERENCE.sub(lambda m: EXPANDED.get(m[1], m[0]), arg)
 
 
-def serve_args_of(objects: list[dict[str, Any]]) -> list[list[str]]:
-    """The arguments of every ``vllm serve`` container among ``objects``, as the kubelet
-    expands them."""
-    return [[_expanded(a) for a in container["args"]] for container in _serve_containers(objects)]
+@dataclass(frozen=True)
+class ServeArgs:
+    """One ``vllm serve`` container's arguments, as the kubelet expands them, and the vLLM
+    release of its image (:data:`IMAGE_RELEASES`), whose table they are checked against."""
+
+    release: str
+    args: list[str]
+
+    @property
+    def options(self) -> dict[str, ServeOption]:
+        return serve_options(SERVE_OPTION_TABLES[self.release])
 
 
-def by_role(name: str, lists: list[list[str]]) -> dict[str, list[str]]:
-    """A deployment's argument lists by pod: ``name`` for its one server, or for a multi-node
+def serve_args_of(objects: list[dict[str, Any]]) -> list[ServeArgs]:
+    """Every ``vllm serve`` container among ``objects``: its release and arguments."""
+    return [
+        ServeArgs(IMAGE_RELEASES[container["image"]], [_expanded(a) for a in container["args"]])
+        for container in _serve_containers(objects)
+    ]
+
+
+def by_role(name: str, servers: list[ServeArgs]) -> dict[str, ServeArgs]:
+    """A deployment's servers by pod: ``name`` for its one server, or for a multi-node
     group's leader (rendered first), and ``<name>/worker`` for the group's workers."""
-    if len(lists) == 1:
-        return {name: lists[0]}
-    leader, worker = lists
+    if len(servers) == 1:
+        return {name: servers[0]}
+    leader, worker = servers
     return {name: leader, f"{name}/worker": worker}
 
 
@@ -267,8 +297,8 @@ def by_role(name: str, lists: list[list[str]]) -> dict[str, list[str]]:
 VLLM_SERVE_ENGINES = frozenset({"vllm", "kserve"})
 
 
-def rendered_vllm_args(platform: PlatformSpec, context: RenderContext) -> dict[str, list[str]]:
-    """Each GPU deployment's ``vllm serve`` arguments, for the engines of
+def rendered_vllm_args(platform: PlatformSpec, context: RenderContext) -> dict[str, ServeArgs]:
+    """Each GPU deployment's ``vllm serve`` arguments and release, for the engines of
     :data:`VLLM_SERVE_ENGINES`, as its engine renders its server (with the route and
     placement of ``platform``); Inferentia2 runs another vLLM release."""
     found = {}
