@@ -216,3 +216,20 @@ def test_a_pod_requesting_every_efa_fits_a_karpenter_node(pool: str) -> None:
     assert found(unmet(_efa_pod(offer, EFA_CARDS[pool] + 1), offer))
     # A class without the interfaces would leave the pod Pending.
     assert found(unmet(_efa_pod(offer, 1), dataclasses.replace(offer, efa_interfaces=0)))
+
+
+@pytest.mark.parametrize(
+    "instance_type", sorted(name for name, t in INSTANCE_TYPES.items() if t.efa)
+)
+def test_every_instance_type_with_efa_gets_a_valid_class_of_its_card_count(
+    instance_type: str,
+) -> None:
+    pool = NodePool(name="fabric", instance_types=(instance_type,), zones=(0,), efa=True)
+    node_class_obj = node_class(CLUSTER, pool)
+    assert schema_errors(crd_validator(NODE_CLASS_CRD, "v1"), node_class_obj) == []
+    spec = node_class_obj["spec"]
+    for field, rules in CEL_RULES.items():
+        for rule, check in rules.items():
+            assert check(spec[field]), f"{field}: {rule}"
+    efa_only = [x for x in spec["networkInterfaces"] if x["interfaceType"] == "efa-only"]
+    assert len(efa_only) == INSTANCE_TYPES[instance_type].efa_interfaces == pool.efa_interfaces
