@@ -39,7 +39,8 @@ class EfaNetwork(Construct):
       name or id only, so the group is created (and deleted) by the EC2 API with the fixed
       name :func:`~eks_inference.charts.efa.efa_group_name`, which the EC2NodeClasses in
       ``k8s_manifests/`` also name. Its custom resource may create and delete that one
-      group and nothing else. Apply what launches into it after :attr:`placement_group`.
+      group and nothing else. Apply what launches into it after :attr:`placement_group`, so
+      that it is also deleted after the nodes in it (EC2 refuses to delete a group in use).
     """
 
     def __init__(
@@ -87,7 +88,11 @@ class EfaNetwork(Construct):
                 resources=[group_arn],
             ),
             on_delete=cr.AwsSdkCall(
-                service="EC2", action="deletePlacementGroup", parameters={"GroupName": name}
+                service="EC2",
+                action="deletePlacementGroup",
+                parameters={"GroupName": name},
+                # Deleting a group that is already gone is done; one still in use fails.
+                ignore_error_codes_matching="InvalidPlacementGroup.Unknown",
             ),
         )
         self.interfaces = efa_network_interfaces(pool)

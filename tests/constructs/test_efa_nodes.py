@@ -118,7 +118,9 @@ def test_the_nodes_launch_into_the_pools_cluster_placement_group(
     create = json.loads(group["Create"])
     assert (create["service"], create["action"]) == ("EC2", "createPlacementGroup")
     assert create["parameters"] == {"GroupName": name, "Strategy": "cluster"}
-    assert json.loads(group["Delete"])["parameters"] == {"GroupName": name}
+    delete = json.loads(group["Delete"])
+    assert (delete["action"], delete["parameters"]) == ("deletePlacementGroup", {"GroupName": name})
+    assert delete["ignoreErrorCodesMatching"] == "InvalidPlacementGroup.Unknown"
 
 
 @pytest.mark.synth
