@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.checks import found
-from tests.helpers.platforms import REPO
+from tests.helpers.platforms import REPO, platform_data
 from tests.helpers.synthesis import STACK_NAME, Synthesized, example_group
 
 EXAMPLE = REPO / "examples" / "multi-node.yaml"
@@ -242,3 +244,31 @@ def test_pools_without_efa_get_no_fabric(request: pytest.FixtureRequest, mode: s
         assert "NetworkInterfaces" not in data
         assert "Placement" not in data
     assert not [p for p in _paths(synth, "AWS::EC2::SecurityGroup") if "/Efa" in p]
+
+
+@pytest.mark.synth
+def test_a_gpu_pool_of_an_efa_instance_type_serving_on_one_node_gets_no_fabric(
+    synthesized_platform: Callable[[PlatformSpec], Synthesized], tmp_path: Path
+) -> None:
+    """The example with a g6e.24xlarge pool (EFA-capable), which holds no multi-node deployment:
+    its efa stays off, and so does everything it would bring."""
+    data = platform_data(EXAMPLE)
+    data["node_pools"].append(
+        {"name": "g6e-single", "instance_types": ["g6e.24xlarge"], "max_size": 1, "zones": [0]}
+    )
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    platform = PlatformSpec.from_yaml(path)
+    (single,) = [pool for pool in platform.node_pools if pool.name == "g6e-single"]
+    assert not single.efa
+    assert single.instance.efa
+    synth = synthesized_platform(platform)
+    data = _by_path(synth, "AWS::EC2::LaunchTemplate", "Pool-g6e-single")["Properties"][
+        "LaunchTemplateData"
+    ]
+    assert "NetworkInterfaces" not in data
+    assert "Placement" not in data
+    assert not [p for p in _paths(synth, "AWS::EC2::SecurityGroup") if "/Pool-g6e-single/" in p]
+    assert not [p for p in _paths(synth, "Custom::AWS") if "/Pool-g6e-single/Efa/" in p]
+    # The EFA pools beside it keep theirs.
+    assert found(p for p in _paths(synth, "Custom::AWS") if "/Pool-g6e/Efa/" in p)
