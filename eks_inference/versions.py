@@ -348,3 +348,20 @@ LWS_CHART = HelmChartVersion(
     version=LWS_VERSION,
 )
 LWS_IMAGE_TAG = f"v{LWS_VERSION}"
+
+# The AWS EFA device plugin (node pools with efa): it advertises each node's Elastic Fabric
+# Adapters as vpc.amazonaws.com/efa. Chart v0.5.30 of aws/eks-charts
+# (stable/aws-efa-k8s-device-plugin, commit bfe91c4b9257c80f754ad4b3d6a9a3c239b2b8ec,
+# 2026-07-21; its Chart.yaml spells the version with the "v"), whose appVersion, and the
+# image tag its values set, is v0.5.20.
+EFA_DEVICE_PLUGIN_CHART = HelmChartVersion(
+    chart="aws-efa-k8s-device-plugin",
+    repository="https://aws.github.io/eks-charts",
+    version="v0.5.30",
+)
+EFA_DEVICE_PLUGIN_IMAGE_TAG = "v0.5.20"
+# The plugin's image is served from the regional registries of EKS's own images, not a public
+# one: the chart's default is this account's registry in us-west-2. The account serves most
+# commercial regions; opt-in regions, China and GovCloud have registries of other accounts
+# (the EKS User Guide's "View Amazon container image registries", unverified here per region).
+EKS_IMAGE_REGISTRY_ACCOUNT = "602401143452"

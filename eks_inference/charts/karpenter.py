@@ -16,6 +16,14 @@ encrypted gp3 root volume and IMDSv2 hop limit, and count against a limit derive
   where the instance has an NVMe instance store, and on accelerator pools a NodeConfig in
   ``userData`` setting the kubelet's static CPU manager and topology manager (the
   EC2NodeClass's own ``kubelet`` block has no such fields); Karpenter merges it with its own.
+* **EFA** (pools with ``efa``, :mod:`eks_inference.charts.efa`): the EC2NodeClass lists the
+  nodes' network interfaces (the primary ENA interface and one EFA-only interface per network
+  card), selects the pool's cluster placement group and adds the pool's EFA security group
+  to the cluster's, both by name. Karpenter would attach EFAs by itself only to a node
+  launched for a pod that requests ``vpc.amazonaws.com/efa``, and then as ``efa`` interfaces
+  (with IP addresses) on every card; listed, every node of the pool gets the same fabric
+  whatever pod it was launched for, its EFA-only interfaces take no subnet addresses, and
+  Karpenter counts the node's ``vpc.amazonaws.com/efa`` from the EFA-only ones.
 * **Capacity types** from the pool: ``capacity_type`` and its fallbacks (on-demand, spot,
   reserved with the pool's Capacity Reservations).
 * **Disruption**: accelerator pools consolidate only empty nodes (``WhenEmpty``), and only
@@ -40,6 +48,7 @@ from typing import Any
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator
 from eks_inference.charts.compile_job import active_deadline_seconds
 from eks_inference.charts.contract import PlatformNeeds
+from eks_inference.charts.efa import EFA_ONLY_INTERFACE, efa_group_name, efa_network_interfaces
 from eks_inference.charts.metadata import api_object, metadata
 from eks_inference.charts.node_bootstrap import (
     LOCAL_STORAGE_STRATEGY,
@@ -145,7 +154,8 @@ def _subnet_terms(cluster_name: str, pool: NodePool) -> list[dict[str, Any]]:
 
 
 def node_class(cluster_name: str, pool: NodePool) -> dict[str, Any]:
-    """The EC2NodeClass of ``pool``: AMI, node role, subnets, security group, disk, IMDS."""
+    """The EC2NodeClass of ``pool``: AMI, node role, subnets, security groups, disk, IMDS,
+    and with ``efa`` the network interfaces and placement group."""
     spec: dict[str, Any] = {
         "role": karpenter_node_role_name(cluster_name),
         "amiSelectorTerms": [{"alias": ami_alias()}],
@@ -176,6 +186,14 @@ def node_class(cluster_name: str, pool: NodePool) -> dict[str, Any]:
     kubelet = node_config(pool, local_storage=False)
     if kubelet is not None:
         spec["userData"] = node_config_yaml(kubelet)
+    interfaces = efa_network_interfaces(pool)
+    if interfaces:
+        spec["networkInterfaces"] = [
+            {"networkCardIndex": i.network_card, "deviceIndex": i.device, "interfaceType": i.type}
+            for i in interfaces
+        ]
+        spec["placementGroupSelector"] = {"name": efa_group_name(cluster_name, pool)}
+        spec["securityGroupSelectorTerms"].append({"name": efa_group_name(cluster_name, pool)})
     if pool.capacity_reservation_ids:
         spec["capacityReservationSelectorTerms"] = [
             {"id": reservation} for reservation in pool.capacity_reservation_ids
@@ -272,8 +290,9 @@ def karpenter_offers(objects: Sequence[Mapping[str, Any]]) -> tuple[NodeOffer, .
     """What the nodes of each rendered NodePool carry and hold, read back from the objects.
 
     A NodePool is named after the pool it is rendered for. Labels are the template's and,
-    for each ``In`` requirement, its key with those values; the root volume is the
-    NodePool's EC2NodeClass's.
+    for each ``In`` requirement, its key with those values; the root volume and the EFA
+    interfaces (its EFA-only ones, as Karpenter counts them) are the NodePool's
+    EC2NodeClass's.
     """
     classes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "EC2NodeClass"}
     offers = []
@@ -305,6 +324,11 @@ def karpenter_offers(objects: Sequence[Mapping[str, Any]]) -> tuple[NodeOffer, .
                 karpenter=True,
                 instance_store=(
                     node_class_obj["spec"].get("instanceStorePolicy") == LOCAL_STORAGE_STRATEGY
+                ),
+                efa_interfaces=sum(
+                    1
+                    for interface in node_class_obj["spec"].get("networkInterfaces", [])
+                    if interface["interfaceType"] == EFA_ONLY_INTERFACE
                 ),
             )
         )

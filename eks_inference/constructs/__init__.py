@@ -5,6 +5,7 @@ from eks_inference.constructs.addons import (
     ApiKeys,
     ClusterAutoscaler,
     DynamoPlatform,
+    EfaDevicePlugin,
     FsxCsiDriver,
     InferenceAddons,
     InferenceExtension,
@@ -23,6 +24,7 @@ from eks_inference.constructs.addons.addon import AddonConstruct, PlatformAddon
 from eks_inference.constructs.addons.api_keys import ApiKeysOptions
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscalerOptions
 from eks_inference.constructs.addons.dynamo import DynamoPlatformOptions
+from eks_inference.constructs.addons.efa import EfaDevicePluginOptions
 from eks_inference.constructs.addons.fsx_csi import FsxCsiDriverOptions
 from eks_inference.constructs.addons.helm import HelmAddon, HelmRelease, PinnedHelmChart
 from eks_inference.constructs.addons.inference_extension import InferenceExtensionOptions
@@ -41,6 +43,7 @@ from eks_inference.constructs.cluster import (
     InferenceCluster,
     PodIdentity,
 )
+from eks_inference.constructs.efa_network import EfaNetwork
 from eks_inference.constructs.eks_addon import AddonRole, EksAddon
 from eks_inference.constructs.lustre import ModelFileSystem
 from eks_inference.constructs.model_bucket import ModelBucket
@@ -56,6 +59,9 @@ __all__ = [
     "ClusterAutoscalerOptions",
     "DynamoPlatform",
     "DynamoPlatformOptions",
+    "EfaDevicePlugin",
+    "EfaDevicePluginOptions",
+    "EfaNetwork",
     "EksAddon",
     "FsxCsiDriver",
     "FsxCsiDriverOptions",

@@ -20,6 +20,7 @@ from eks_inference.constructs._nag import (
     acknowledge_managed_policies,
     wildcard_resource_finding,
 )
+from eks_inference.constructs.efa_network import EfaNetwork
 from eks_inference.constructs.sdk_call import sdk_call_resource
 from eks_inference.specification.node_pools import IMDS_HOP_LIMIT, ROOT_DEVICE, NodePool
 
@@ -87,6 +88,11 @@ class PoolNodegroup(Construct):
     topology manager policy; :attr:`node_config`), which EKS merges with its own. The pool's Cluster
     Autoscaler tags are set on the node group and copied onto its Auto Scaling group, which
     EKS creates without them and which is where the autoscaler reads them.
+
+    A pool with ``efa`` also gets its :class:`~eks_inference.constructs.efa_network.EfaNetwork`
+    (:attr:`efa`): the launch template gives each node the pool's EFA interfaces (the primary
+    with the cluster security group and the EFA one, every EFA-only interface with the EFA one)
+    and launches it into the pool's cluster placement group.
     """
 
     def __init__(
@@ -126,6 +132,13 @@ class PoolNodegroup(Construct):
                 )
             ],
         )
+        self.efa = (
+            EfaNetwork(self, "Efa", vpc=cluster.vpc, cluster_name=cluster_name, pool=pool)
+            if pool.efa_interfaces
+            else None
+        )
+        if self.efa is not None:
+            self._attach_efa(self.efa, cluster.cluster_security_group_id)
         self.tags = cluster_autoscaler_tags(pool, cluster_name)
         known = pool.instance.family not in _GPU_FAMILIES_CDK_LACKS
         self.nodegroup = eks.Nodegroup(
@@ -160,6 +173,20 @@ class PoolNodegroup(Construct):
             assert isinstance(resource, eks.CfnNodegroup)
             resource.add_property_override("InstanceTypes", list(pool.instance_types))
         self._tag_auto_scaling_group(cluster_name)
+
+    def _attach_efa(self, efa: EfaNetwork, cluster_security_group_id: str) -> None:
+        # The launch template construct has no network interfaces or placement of its own.
+        template = self.launch_template.node.default_child
+        assert isinstance(template, ec2.CfnLaunchTemplate)
+        template.add_property_override(
+            "LaunchTemplateData.NetworkInterfaces",
+            efa.launch_template_interfaces(cluster_security_group_id),
+        )
+        template.add_property_override(
+            "LaunchTemplateData.Placement", {"GroupName": efa.placement_group_name}
+        )
+        # The group is named, not referenced: it must exist before the template names it.
+        self.launch_template.node.add_dependency(efa.placement_group)
 
     def _tag_auto_scaling_group(self, cluster_name: str) -> None:
         stack = Stack.of(self)

@@ -9,6 +9,7 @@ at synth, naming the add-on to add, when nothing provides it.
 
 * :mod:`~eks_inference.constructs.addons.neuron`: the Neuron device plugin and scheduler;
 * :mod:`~eks_inference.constructs.addons.nvidia`: the NVIDIA device plugin;
+* :mod:`~eks_inference.constructs.addons.efa`: the EFA device plugin (pools with ``efa``);
 * :mod:`~eks_inference.constructs.addons.kuberay`: the KubeRay operator (RayService CRDs);
 * :mod:`~eks_inference.constructs.addons.mountpoint`: the Mountpoint for S3 CSI driver;
 * :mod:`~eks_inference.constructs.addons.fsx_csi`: the FSx for Lustre CSI driver;
@@ -40,6 +41,7 @@ from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.constructs.addons.api_keys import ApiKeys
 from eks_inference.constructs.addons.cluster_autoscaler import ClusterAutoscaler
 from eks_inference.constructs.addons.dynamo import DynamoPlatform, DynamoPlatformOptions
+from eks_inference.constructs.addons.efa import EfaDevicePlugin
 from eks_inference.constructs.addons.fsx_csi import FsxCsiDriver
 from eks_inference.constructs.addons.inference_extension import InferenceExtension
 from eks_inference.constructs.addons.karpenter import KarpenterNodeProvisioning
@@ -80,6 +82,7 @@ class InferenceAddons(Construct):
 
     * :class:`NeuronDevicePlugin` (``Neuron``), only with a Neuron pool;
     * :class:`NvidiaDevicePlugin` (``NvidiaDevicePlugin``), only with a GPU pool;
+    * :class:`EfaDevicePlugin` (``EfaDevicePlugin``), only with a pool with ``efa``;
     * :class:`KubeRay` (``KubeRayOperator``), installer of the RayService CRDs;
     * :class:`MountpointS3Csi` (``MountpointS3Csi``), reading ``model_bucket`` by prefix;
     * :class:`ClusterAutoscaler` (``ClusterAutoscaler``), only with managed node groups:
@@ -108,6 +111,11 @@ class InferenceAddons(Construct):
         self.nvidia_device_plugin = (
             NvidiaDevicePlugin(self, "NvidiaDevicePlugin", platform=self.platform)
             if NvidiaDevicePlugin.wanted(self.platform)
+            else None
+        )
+        self.efa_device_plugin = (
+            EfaDevicePlugin(self, "EfaDevicePlugin", platform=self.platform)
+            if EfaDevicePlugin.wanted(self.platform)
             else None
         )
         self.kuberay = KubeRay(self, "KubeRayOperator", platform=self.platform)
@@ -202,6 +210,7 @@ __all__ = [
     "ClusterAutoscaler",
     "DynamoPlatform",
     "DynamoPlatformOptions",
+    "EfaDevicePlugin",
     "FsxCsiDriver",
     "InferenceAddons",
     "InferenceExtension",

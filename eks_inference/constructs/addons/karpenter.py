@@ -43,9 +43,11 @@ from eks_inference.constructs.addons.helm import (
 )
 from eks_inference.constructs.addons.registry import PlatformAddons, Provides
 from eks_inference.constructs.cluster import NODE_POLICIES, InferenceCluster
+from eks_inference.constructs.efa_network import EfaNetwork
 from eks_inference.constructs.sdk_call import sdk_call_resource
 from eks_inference.names import KARPENTER_DISCOVERY_TAG, ZONE_TAG, karpenter_node_role_name
 from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.node_pools import karpenter_pools
 
 if TYPE_CHECKING:
     from aws_cdk import aws_events as events
@@ -127,7 +129,13 @@ class KarpenterNodeProvisioning(Construct):
     * the **NodePools and EC2NodeClasses** (:func:`~eks_inference.charts.karpenter.karpenter_chart`)
       of the cluster's pools, with ``deployments`` deciding how long empty accelerator nodes
       stay and how long a drain may take. They are applied after the controller and deleted
-      before it, so that Karpenter terminates the nodes it launched on ``cdk destroy``.
+      before it, so that Karpenter terminates the nodes it launched on ``cdk destroy``;
+    * for each of those pools with ``efa``, its
+      :class:`~eks_inference.constructs.efa_network.EfaNetwork` (:attr:`efa_networks`): the EFA
+      security group and cluster placement group its EC2NodeClass selects by name, made
+      before the NodePools are applied. The documented controller policy already lets
+      Karpenter launch into any placement group and security group of the region with
+      network interfaces it creates, and describe placement groups; nothing is added to it.
 
     It registers with ``platform`` as the node provisioner (its NodePools' :attr:`offers`
     are the nodes the scheduling check holds pods against) and as the installer of the
@@ -247,11 +255,26 @@ class KarpenterNodeProvisioning(Construct):
             pools=cluster.node_pools,
             deployments=deployments,
         )
+        self.efa_networks = {
+            p.pool.name: EfaNetwork(
+                self,
+                f"Efa-{p.pool.name}",
+                vpc=cluster.vpc,
+                cluster_name=cluster.cluster_name,
+                pool=p.pool,
+            )
+            for p in karpenter_pools(cluster.node_pools)
+            if p.pool.efa_interfaces
+        }
         self.node_pools = eks.KubernetesManifest(
             self, "NodePools", cluster=cluster.eks_cluster, manifest=self.chart.to_json()
         )
         self.node_pools.node.add_dependency(
-            self.controller_chart, self.node_access, self.node_role, *self.rules
+            self.controller_chart,
+            self.node_access,
+            self.node_role,
+            *self.rules,
+            *self.efa_networks.values(),
         )
         platform.set_node_provisioner(self)
         platform.add_crd_installer(self.PROVIDES.crds, self.crd_chart)
