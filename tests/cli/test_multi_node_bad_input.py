@@ -65,18 +65,6 @@ def _efa_turned_off(data: dict[str, Any]) -> None:
     data["node_pools"][1]["efa"] = False
 
 
-def _efa_without_the_adapter(data: dict[str, Any]) -> None:
-    data["node_pools"].append(
-        {"name": "g6e-small", "instance_types": ["g6e.4xlarge"], "zones": [0], "efa": True}
-    )
-
-
-def _efa_across_zones(data: dict[str, Any]) -> None:
-    data["node_pools"].append(
-        {"name": "p4d", "instance_types": ["p4d.24xlarge"], "zones": [0, 1], "efa": True}
-    )
-
-
 def _more_stages_than_layers(data: dict[str, Any]) -> None:
     data["node_pools"][1]["max_size"] = 1000
     _llama(data)["multi_node"] = {"nodes_per_replica": 64}
@@ -163,22 +151,6 @@ def _on_another_engine(data: dict[str, Any]) -> None:
                 "remove efa: false, or set multi_node.allow_without_efa: true",
             ),
             id="group-on-efa-turned-off",
-        ),
-        pytest.param(
-            _efa_without_the_adapter,
-            (
-                "node_pools.3: efa: g6e.4xlarge has no Elastic Fabric Adapter; "
-                "remove efa or use an instance type with EFA (",
-            ),
-            id="efa-on-an-instance-without-it",
-        ),
-        pytest.param(
-            _efa_across_zones,
-            (
-                "node_pools.3: efa: the nodes of a pool with EFA share one cluster placement group",
-                "set zones: [0]",
-            ),
-            id="efa-across-zones",
         ),
         pytest.param(
             _more_stages_than_layers,
