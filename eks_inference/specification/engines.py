@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from eks_inference.catalog import Accelerator
 from eks_inference.specification import engine_registry
-from eks_inference.specification.capabilities import Capability
+from eks_inference.specification.capabilities import Capability, DisaggregatesPrefill
 from eks_inference.specification.validation import Rule
 
 if TYPE_CHECKING:
@@ -123,6 +123,15 @@ class Engine(ABC):
 def engine_of(spec: ModelDeploymentSpec) -> Engine:
     """The engine serving ``spec``: the one place that dispatches on ``spec.engine``."""
     return _as_engine(engine_registry.ENGINES.named(spec.engine))
+
+
+def kv_cache_crosses_nodes(spec: ModelDeploymentSpec) -> bool:
+    """Whether ``spec``'s engine serves it with prefill and decode apart on more GPUs than one
+    node holds, so each prompt's KV cache crosses nodes
+    (:class:`~eks_inference.specification.capabilities.DisaggregatesPrefill`): the one place
+    that asks, for the rules that want EFA on its pool and the pods that take it."""
+    split = engine_of(spec).capability(DisaggregatesPrefill)
+    return split is not None and split.crosses_nodes(spec)
 
 
 def registered_engines() -> tuple[Engine, ...]:

@@ -426,7 +426,7 @@ def test_plan_prints_the_split_beside_the_aggregated_alternative(tmp_path: Path)
     # One g6e.48xlarge either way: the split uses its 8 GPUs, aggregated 1 x TP 4 half.
     assert split["price_per_hour"] == split["aggregated_price_per_hour"] > 0
     assert split["aggregated_accelerators"] == 4
-    assert split["transport"] == "one node, PCIe (NIXL); EFA: not attached"
+    assert split["transport"] == "one node, PCIe (NIXL)"
 
 
 def test_the_runai_streamer_is_refused_for_a_graph(tmp_path: Path) -> None:
