@@ -125,13 +125,18 @@ def engine_of(spec: ModelDeploymentSpec) -> Engine:
     return _as_engine(engine_registry.ENGINES.named(spec.engine))
 
 
-def kv_cache_crosses_nodes(spec: ModelDeploymentSpec) -> bool:
-    """Whether ``spec``'s engine serves it with prefill and decode apart on more GPUs than one
-    node holds, so each prompt's KV cache crosses nodes
-    (:class:`~eks_inference.specification.capabilities.DisaggregatesPrefill`): the one place
-    that asks, for the rules that want EFA on its pool and the pods that take it."""
+def kv_cache_nodes(spec: ModelDeploymentSpec) -> int:
+    """The nodes ``spec``'s engine needs at least for its prefill and decode workers (one when
+    it serves aggregated: :class:`~eks_inference.specification.capabilities.
+    DisaggregatesPrefill`): the one place that asks, for the rules that want EFA on the pool
+    of a split whose KV cache crosses nodes, and the pods that take it."""
     split = engine_of(spec).capability(DisaggregatesPrefill)
-    return split is not None and split.crosses_nodes(spec)
+    return 1 if split is None else split.nodes(spec)
+
+
+def kv_cache_crosses_nodes(spec: ModelDeploymentSpec) -> bool:
+    """Whether ``spec``'s KV cache goes from node to node (:func:`kv_cache_nodes`)."""
+    return kv_cache_nodes(spec) > 1
 
 
 def registered_engines() -> tuple[Engine, ...]:

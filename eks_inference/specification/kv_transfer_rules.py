@@ -7,15 +7,15 @@ add seconds per request, so it is never admitted. The engine says whether a spec
 cross nodes (:func:`~eks_inference.specification.engines.kv_cache_crosses_nodes`); an
 instance type without EFA is refused by the engine's own rules, since no pool could fix it.
 What a pool can fix is refused here: it turns EFA off, or its nodes span zones, which EFA and
-the cluster placement group of a pool with EFA do not. A pool that says nothing attaches EFA
-by default for such a deployment
+the cluster placement group of a pool with EFA do not, or it holds fewer nodes than the
+workers need at least. A pool that says nothing attaches EFA by default for such a deployment
 (:func:`~eks_inference.specification.multi_node_rules.chosen_efa`).
 """
 
 from __future__ import annotations
 
 from eks_inference.specification.deployment import ModelDeploymentSpec
-from eks_inference.specification.engines import kv_cache_crosses_nodes
+from eks_inference.specification.engines import kv_cache_nodes
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.validation import Problems
 
@@ -25,7 +25,8 @@ def spanning_pool_problems(
 ) -> None:
     """Refuse a pool that cannot give ``deployment``'s KV cache EFA between its nodes (see
     the module)."""
-    if not pool.instance.efa or not kv_cache_crosses_nodes(deployment):
+    nodes = kv_cache_nodes(deployment)
+    if not pool.instance.efa or nodes <= 1:
         return
     what = (
         f"deployment {deployment.name!r} serves prefill and decode on more GPUs than one "
@@ -49,4 +50,11 @@ def spanning_pool_problems(
             f"{pool.name!r} {spans}; set zones: [0] (or the one zone index that has the "
             "capacity)",
             list(pool.zones),
+        )
+    if pool.max_size < nodes:
+        problems.add(
+            ("node_pools", pool_index, "max_size"),
+            f"{what}: its workers need at least {nodes} {pool.instance.name} nodes, but pool "
+            f"{pool.name!r} has max_size {pool.max_size}; set max_size >= {nodes}",
+            pool.max_size,
         )

@@ -110,7 +110,7 @@ class DynamoEngine(ServingEngine):
         )
     }
     capabilities = (
-        DisaggregatesPrefill(graph_of, dynamo_rules.kv_transport, dynamo_rules.crosses_nodes),
+        DisaggregatesPrefill(graph_of, dynamo_rules.kv_transport, dynamo_rules.graph_nodes),
         AutoscalesOnQueue(),
         DerivesServiceNames(dgd.operator_worker_service_pattern),
     )

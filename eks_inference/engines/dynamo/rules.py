@@ -57,11 +57,17 @@ def graph_gpus(spec: ModelDeploymentSpec) -> int:
     return split.groups.accelerators
 
 
+def graph_nodes(spec: ModelDeploymentSpec) -> int:
+    """The nodes the graph's workers need at least (:func:`graph_gpus` over the node's GPUs;
+    one for an aggregated graph: the :class:`~eks_inference.specification.capabilities.
+    DisaggregatesPrefill` answer)."""
+    return max(1, -(-graph_gpus(spec) // spec.instance.cores))
+
+
 def crosses_nodes(spec: ModelDeploymentSpec) -> bool:
     """Whether the graph's workers hold more GPUs than one node, so its KV cache crosses
-    nodes (the :class:`~eks_inference.specification.capabilities.DisaggregatesPrefill`
-    answer)."""
-    return graph_gpus(spec) > spec.instance.cores
+    nodes."""
+    return graph_nodes(spec) > 1
 
 
 def kv_transport(spec: ModelDeploymentSpec) -> str | None:

@@ -37,7 +37,7 @@ from tests.helpers.errors import one_line_error
 from tests.helpers.objects import crd_validator, is_custom_resource, of_kind, one, schema_errors
 from tests.helpers.platforms import CRDS, REPO, UPSTREAM
 from tests.helpers.rendered import CONTEXT
-from tests.helpers.vllm_args import ServeOption, serve_args_problems, table_rows
+from tests.helpers.vllm_args import ServeOption, serve_args_problems, split_known, table_rows
 
 EXAMPLE = REPO / "examples" / "dynamo.yaml"
 DGD_CRD = CRDS / "nvidia.com_dynamographdeployments.yaml"
@@ -222,21 +222,10 @@ def test_every_worker_argument_list_is_accepted_by_the_release() -> None:
         main = _main(component)
         assert main["command"] == list(dgd.WORKER_COMMAND)
         args = main["args"]
-        ours, engine = _split_known(args, dynamo)
+        ours, engine = split_known(args, dynamo)
         assert serve_args_problems(ours, dynamo, positional=False) == [], component["name"]
         assert serve_args_problems(engine, vllm, positional=False) == [], component["name"]
         assert "--model" in engine
-
-
-def _split_known(args: list[str], known: dict[str, ServeOption]) -> tuple[list[str], list[str]]:
-    ours: list[str] = []
-    rest: list[str] = []
-    target = rest
-    for arg in args:
-        if arg.startswith("--"):
-            target = ours if arg in known else rest
-        target.append(arg)
-    return ours, rest
 
 
 def test_every_frontend_argument_list_is_accepted_by_the_release() -> None:
