@@ -16,11 +16,13 @@ than one node (:func:`crosses_nodes`) sends it across nodes, a network that must
 per request (a Llama-3.1-70B prompt of 8k tokens is 2.5 GiB of KV cache): EFA, through NIXL's
 libfabric backend, the one Dynamo's EFA guide says reaches EFA's bandwidth. TCP would add
 seconds to every first token, so it is never admitted: a graph across nodes on an instance
-type without EFA is refused here (no pool could fix it), and on a pool that turns EFA off
-or spans zones by the platform (:mod:`eks_inference.specification.kv_transfer_rules`); a pool
-that says nothing attaches EFA for it. Each worker then takes its share of its node's EFA
-interfaces (:func:`eks_inference.charts.fabric.efa_share`), which must be a whole number of
-at least one (:func:`check_efa_share`).
+type without EFA is refused here (no pool could fix it), and on a pool that turns EFA off,
+spans zones or holds fewer nodes than the graph needs by the platform
+(:mod:`eks_inference.specification.kv_transfer_rules`); a pool that says nothing attaches EFA
+for it. An autoscaled graph is judged at ``max_replicas``: its workers are configured for EFA
+from the start, since the next one may land on another node. Each worker then takes its share
+of its node's EFA interfaces (:func:`eks_inference.charts.fabric.efa_share`), which must be a
+whole number of at least one (:func:`check_efa_share`).
 """
 
 from __future__ import annotations
