@@ -127,6 +127,8 @@ def test_each_worker_takes_its_share_of_its_nodes_efa_interfaces(
             assert amounts[names.EFA_RESOURCE] == str(interfaces)
             assert amounts["nvidia.com/gpu"] == "4"
         assert interfaces * instance.cores == instance.efa_interfaces * 4
+    # The resource the guide's pods request, which the EFA device plugin advertises.
+    assert set(_guide("resource")) == {names.EFA_RESOURCE}
     frontend = _main(_components(instance_type)["frontend"])
     assert names.EFA_RESOURCE not in frontend["resources"]["limits"]
 
@@ -135,8 +137,11 @@ def test_each_worker_takes_its_share_of_its_nodes_efa_interfaces(
 def test_each_worker_carries_the_settings_the_efa_guide_requires(instance_type: str) -> None:
     rdma = INSTANCE_TYPES[instance_type].efa_rdma
     wanted = {
-        name: value for name, value in _guide("env").items() if rdma or name not in NOT_ON_G6E
+        name: value
+        for name, value in found(_guide("env").items())
+        if rdma or name not in NOT_ON_G6E
     }
+    assert {"FI_PROVIDER", "FI_EFA_ENABLE_SHM_TRANSFER", "FI_EFA_ENABLE_SHM"} <= set(wanted)
     transfer = {name: json.loads(value) for name, value in _guide("kv-transfer-config").items()}
     assert transfer["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
     for role in WORKERS:
@@ -175,6 +180,8 @@ def test_a_graph_on_one_node_keeps_pcie_its_affinity_and_its_image() -> None:
     platform = PlatformSpec.from_yaml(ONE_NODE_EXAMPLE)
     spec = platform.deployment("llama-70b-disagg")
     assert not kv_cache_crosses_nodes(spec)
+    # Its pool hosts no graph across nodes: EFA stays off.
+    assert platform.pool_for(spec).efa is None
     assert kv_transport(spec) == "one node, PCIe (NIXL)"
     components = {
         c["name"]: c
@@ -219,3 +226,24 @@ def test_on_p5_the_transfer_is_gpudirect_at_its_share_of_3200_gbps() -> None:
         "across nodes, EFA (NIXL libfabric): 1600 Gbps/worker, 2.50 GiB per 8192-token "
         "prompt in 13 ms"
     )
+
+
+def test_an_autoscaled_graph_that_may_cross_nodes_is_configured_for_efa_from_the_start() -> None:
+    """Judged at max_replicas: at 2 x (TP 4 + TP 4) the graph needs two nodes, so its first
+    workers, one per group at min_replicas, already take EFA and the libfabric backend."""
+    data = _data()
+    deployment = data["deployments"][0]
+    deployment["scaling"] = {"min_replicas": 1, "max_replicas": 2, "autoscale": True}
+    deployment["options"]["prefill"] = {"tensor_parallel_size": 4}
+    deployment["options"]["decode"] = {"tensor_parallel_size": 4}
+    platform = PlatformSpec.model_validate(data)
+    (spec,) = platform.deployments
+    assert kv_cache_nodes(spec) == 2
+    graph = one(render_platform(platform, CONTEXT)[NAME], "DynamoGraphDeployment")
+    workers = [c for c in graph["spec"]["components"] if c["name"] in WORKERS]
+    for component in found(workers):
+        assert component["replicas"] == 1
+        main = _main(component)
+        assert main["resources"]["limits"][names.EFA_RESOURCE] == "2"
+        assert main["image"] == DYNAMO_EFA_RUNTIME_IMAGE
+        assert "LIBFABRIC" in main["args"][main["args"].index("--kv-transfer-config") + 1]
