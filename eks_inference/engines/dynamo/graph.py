@@ -111,6 +111,9 @@ PROXY_SHIPPED_MODULES = ("__init__", shipped.API_KEY_AUTH_MODULE, PROXY_MODULE)
 NIXL_TRANSFER_CONFIG: dict[str, object] = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 # Across nodes NIXL must use its libfabric backend: its default, UCX, lands on a transport of
 # TCP speed between pods on EFA (Dynamo's EFA guide, "Configure NIXL Backend", the vLLM row).
+# vLLM's NixlConnector reads the list from the connector's extra config, UCX when it is absent
+# (`get_from_extra_config("backends", ["UCX"])` in its worker, read at a stored commit of
+# vllm-project/vllm: *unverified* at 0.31.0, the runtime's vLLM).
 NIXL_EFA_BACKENDS = {"kv_connector_extra_config": {"backends": ["LIBFABRIC"]}}
 # With KV routing the workers publish the blocks they hold, which the frontend's router
 # indexes (the release's disaggregated router example; ZMQ on the worker's pod, port 20080).
