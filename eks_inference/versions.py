@@ -314,6 +314,21 @@ TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-py3"
 DYNAMO_VERSION = "1.6.1"
 DYNAMO_VLLM_VERSION = "0.31.0"
 DYNAMO_RUNTIME_IMAGE = f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{DYNAMO_VERSION}"
+# The workers of a graph whose KV cache crosses nodes: the AWS Deep Learning Containers
+# Dynamo image "with EFA", Dynamo 1.6.2 over vLLM 0.31.0, x86_64
+# (aws.github.io/deep-learning-containers/dynamo, "Images"; which EFA libraries it carries is
+# not listed there). NGC's
+# own `vllm-runtime:<release>-efa` tags are listed in Dynamo's release artifacts up to 1.2.0
+# only as read from here; no 1.6.1 one could be checked. The image is a patch release
+# ahead of DYNAMO_VERSION over the same vLLM (DYNAMO_EFA_VLLM_VERSION), so the workers'
+# arguments are checked against 1.6.1's recorded worker parser
+# (tests/upstream/dynamo-1.6.1-vllm-worker-options.txt): *unverified* that 1.6.2's own
+# Dynamo options are the same, and that its workers and a 1.6.1 frontend speak alike.
+DYNAMO_EFA_RELEASE = "1.6.2"
+DYNAMO_EFA_VLLM_VERSION = "0.31.0"
+DYNAMO_EFA_RUNTIME_IMAGE = (
+    f"public.ecr.aws/deep-learning-containers/dynamo:{DYNAMO_EFA_RELEASE}-efa-vllm-runtime-v1"
+)
 DYNAMO_PLATFORM_CHART = HelmChartVersion(
     chart="dynamo-platform",
     repository="https://helm.ngc.nvidia.com/nvidia/ai-dynamo",

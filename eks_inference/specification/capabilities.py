@@ -72,17 +72,25 @@ def _no_transport(spec: ModelDeploymentSpec) -> str | None:
     return None
 
 
+def _one_node(spec: ModelDeploymentSpec) -> int:
+    return 1
+
+
 @dataclass(frozen=True)
 class DisaggregatesPrefill(Capability):
     """The engine serves prefill and decode on separate workers (``disaggregation``).
 
     ``split`` is a spec's split as the engine serves it (default: the ``disaggregation``
     field; ``None``: aggregated), ``transport`` how the KV cache goes from prefill to decode,
-    in a few words (default: not said); ``plan`` prints both.
+    in a few words (default: not said); ``plan`` prints both. ``nodes`` is how many nodes
+    the split's workers need at least, at their largest (default: one); beyond one the KV
+    cache goes from node to node, which needs the node pool to attach EFA
+    (:func:`~eks_inference.specification.engines.kv_cache_nodes`).
     """
 
     split: Callable[[ModelDeploymentSpec], Disaggregation | None] = _given_split
     transport: Callable[[ModelDeploymentSpec], str | None] = _no_transport
+    nodes: Callable[[ModelDeploymentSpec], int] = _one_node
 
 
 @dataclass(frozen=True)

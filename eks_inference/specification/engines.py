@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from eks_inference.catalog import Accelerator
 from eks_inference.specification import engine_registry
-from eks_inference.specification.capabilities import Capability
+from eks_inference.specification.capabilities import Capability, DisaggregatesPrefill
 from eks_inference.specification.validation import Rule
 
 if TYPE_CHECKING:
@@ -123,6 +123,20 @@ class Engine(ABC):
 def engine_of(spec: ModelDeploymentSpec) -> Engine:
     """The engine serving ``spec``: the one place that dispatches on ``spec.engine``."""
     return _as_engine(engine_registry.ENGINES.named(spec.engine))
+
+
+def kv_cache_nodes(spec: ModelDeploymentSpec) -> int:
+    """The nodes ``spec``'s engine needs at least for its prefill and decode workers (one when
+    it serves aggregated: :class:`~eks_inference.specification.capabilities.
+    DisaggregatesPrefill`): the one place that asks, for the rules that want EFA on the pool
+    of a split whose KV cache crosses nodes, and the pods that take it."""
+    split = engine_of(spec).capability(DisaggregatesPrefill)
+    return 1 if split is None else split.nodes(spec)
+
+
+def kv_cache_crosses_nodes(spec: ModelDeploymentSpec) -> bool:
+    """Whether ``spec``'s KV cache goes from node to node (:func:`kv_cache_nodes`)."""
+    return kv_cache_nodes(spec) > 1
 
 
 def registered_engines() -> tuple[Engine, ...]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from eks_inference.catalog import Accelerator
 from eks_inference.specification.deployment import ModelDeploymentSpec
+from eks_inference.specification.engines import kv_cache_crosses_nodes
 from eks_inference.specification.node_pools import NodePool, efa_instance_types
 from eks_inference.specification.validation import Problems, Rule
 
@@ -127,8 +128,11 @@ def group_pool_problems(
 
 
 def chosen_efa(pool: NodePool, hosted: list[ModelDeploymentSpec]) -> bool | None:
-    """Whether ``pool`` attaches EFA when it does not say: where it holds a multi-node
-    deployment and its instance type has EFA (None: the pool says, or nothing changes)."""
+    """Whether ``pool`` attaches EFA when it does not say: where its instance type has EFA and
+    it holds a multi-node deployment, or a disaggregated one whose KV cache crosses nodes
+    (:func:`~eks_inference.specification.engines.kv_cache_crosses_nodes`); None: the pool
+    says, or nothing changes."""
     if pool.efa is not None or not pool.instance.efa:
         return None
-    return True if any(d.multi_node is not None for d in hosted) else None
+    spans = any(d.multi_node is not None or kv_cache_crosses_nodes(d) for d in hosted)
+    return True if spans else None

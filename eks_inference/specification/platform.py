@@ -29,6 +29,7 @@ from eks_inference.specification import files as spec_file
 from eks_inference.specification.aws_types import AccountId, BucketName, Region
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.endpoints import Endpoint
+from eks_inference.specification.kv_transfer_rules import spanning_pool_problems
 from eks_inference.specification.multi_node_rules import chosen_efa, group_pool_problems
 from eks_inference.specification.node_pools import (
     NodePool,
@@ -241,7 +242,7 @@ def _choose_pool_defaults(platform: PlatformSpec) -> None:
     ``node_pools`` (node groups, Karpenter's node classes, the device plugins, the pods, the
     plan) sees what its nodes run: the topology manager policy they need
     (:func:`~eks_inference.specification.numa.chosen_policy`) where the pool sets none, and
-    EFA where it holds a multi-node deployment
+    EFA where it holds a multi-node deployment or a disaggregated one across nodes
     (:func:`~eks_inference.specification.multi_node_rules.chosen_efa`) and says nothing.
 
     Done once the platform has validated, before anyone holds it, on the model's own fields:
@@ -357,6 +358,13 @@ def _check_group_pools(platform: PlatformSpec, problems: Problems) -> None:
     for deployment, pools in zip(platform.deployments, _offering(platform), strict=True):
         for j in pools:
             group_pool_problems(deployment, platform.node_pools[j], j, problems)
+
+
+def _check_spanning_pools(platform: PlatformSpec, problems: Problems) -> None:
+    """A disaggregated deployment whose KV cache crosses nodes has EFA between them."""
+    for deployment, pools in zip(platform.deployments, _offering(platform), strict=True):
+        for j in pools:
+            spanning_pool_problems(deployment, platform.node_pools[j], j, problems)
 
 
 def _check_numa(platform: PlatformSpec, problems: Problems) -> None:
@@ -482,6 +490,7 @@ _RULES = (
     Rule(frozenset({"node_pools", "deployments"}), _check_lustre_zones),
     Rule(frozenset({"node_pools", "deployments"}), _check_numa),
     Rule(frozenset({"node_pools", "deployments"}), _check_group_pools),
+    Rule(frozenset({"node_pools", "deployments"}), _check_spanning_pools),
     Rule(frozenset({"cluster_name", "endpoint", "deployments"}), _check_routes),
     Rule(frozenset({"cluster_name", "node_pools", "node_provisioning"}), _check_node_provisioning),
     Rule(

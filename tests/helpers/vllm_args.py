@@ -64,6 +64,20 @@ def table_rows(path: Path) -> list[list[str]]:
     ]
 
 
+def split_known(args: list[str], known: dict[str, ServeOption]) -> tuple[list[str], list[str]]:
+    """``args`` split into the options of ``known`` with their values, and the rest: how a
+    parser that parses its own options first (``parse_known_args``) leaves the others to the
+    next one (Dynamo's worker, then vLLM's engine arguments)."""
+    ours: list[str] = []
+    rest: list[str] = []
+    target = rest
+    for arg in args:
+        if arg.startswith("--"):
+            target = ours if arg in known else rest
+        target.append(arg)
+    return ours, rest
+
+
 def engine_args_table(path: Path) -> tuple[dict[str, str], dict[str, str]]:
     """``EngineArgs`` fields (name -> annotation) and type aliases (name -> definition)."""
     fields: dict[str, str] = {}

@@ -110,7 +110,7 @@ class DynamoEngine(ServingEngine):
         )
     }
     capabilities = (
-        DisaggregatesPrefill(graph_of, dynamo_rules.kv_transport),
+        DisaggregatesPrefill(graph_of, dynamo_rules.kv_transport, dynamo_rules.graph_nodes),
         AutoscalesOnQueue(),
         DerivesServiceNames(dgd.operator_worker_service_pattern),
     )
@@ -133,6 +133,7 @@ class DynamoEngine(ServingEngine):
             Rule(_GRAPH_FIELDS, dynamo_rules.check_groups_fit),
             Rule(_GRAPH_FIELDS, dynamo_rules.check_one_node),
             Rule(_GRAPH_FIELDS | scaling, dynamo_rules.check_autoscaled_graph),
+            Rule(_GRAPH_FIELDS | scaling, dynamo_rules.check_efa_share),
         )
 
     def services(self, spec: ModelDeploymentSpec) -> tuple[str, ...]:

@@ -50,10 +50,11 @@ from eks_inference.charts.model_server import HTTP_PORT_NAME, OPENAI_PORT, keep_
 from eks_inference.charts.pod import Json
 from eks_inference.charts.vllm_server import vllm_server_args
 from eks_inference.engines.dynamo.options import ROUTER_MODES, dynamo_options, graph_of
+from eks_inference.engines.dynamo.rules import crosses_nodes
 from eks_inference.engines.vllm import engine as vllm
 from eks_inference.serve.api_key_auth import API_KEY_ENV, HEALTH_PATH
 from eks_inference.specification.kv_serving import WorkerGroup
-from eks_inference.versions import DYNAMO_RUNTIME_IMAGE
+from eks_inference.versions import DYNAMO_EFA_RUNTIME_IMAGE, DYNAMO_RUNTIME_IMAGE
 
 if TYPE_CHECKING:
     from eks_inference.charts.context import RenderContext
@@ -107,7 +108,13 @@ PROXY_COMMAND = ("python3", "-m", f"{shipped.SHIPPED_PACKAGE}.{PROXY_MODULE}")
 PROXY_SHIPPED_MODULES = ("__init__", shipped.API_KEY_AUTH_MODULE, PROXY_MODULE)
 # vLLM's NIXL connector both ways (the release's disaggregated router example): a prefill
 # worker produces the KV cache, a decode worker pulls it.
-NIXL_TRANSFER_CONFIG = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+NIXL_TRANSFER_CONFIG: dict[str, object] = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+# Across nodes NIXL must use its libfabric backend: its default, UCX, lands on a transport of
+# TCP speed between pods on EFA (Dynamo's EFA guide, "Configure NIXL Backend", the vLLM row).
+# vLLM's NixlConnector reads the list from the connector's extra config, UCX when it is absent
+# (`get_from_extra_config("backends", ["UCX"])` in its worker, read at a stored commit of
+# vllm-project/vllm: *unverified* at 0.31.0, the runtime's vLLM).
+NIXL_EFA_BACKENDS = {"kv_connector_extra_config": {"backends": ["LIBFABRIC"]}}
 # With KV routing the workers publish the blocks they hold, which the frontend's router
 # indexes (the release's disaggregated router example; ZMQ on the worker's pod, port 20080).
 KV_EVENTS_PORT = 20080
@@ -229,11 +236,12 @@ def worker_args(spec: ModelDeploymentSpec, component: str, *, bucket_name: str) 
         i += 1
     args = ["--model", model, *engine]
     if component in (PREFILL, DECODE):
+        transfer = {**NIXL_TRANSFER_CONFIG, **(NIXL_EFA_BACKENDS if crosses_nodes(spec) else {})}
         args += [
             "--disaggregation-mode",
             component,
             "--kv-transfer-config",
-            json.dumps(NIXL_TRANSFER_CONFIG, separators=(",", ":")),
+            json.dumps(transfer, separators=(",", ":")),
         ]
     if dynamo_options(spec).router == "kv" and component != DECODE:
         # The router picks a prefill (or aggregated) worker by the prefix it holds; a decode
@@ -268,7 +276,10 @@ def worker_pod(
     context: RenderContext,
     weights: WeightsVolume | None,
 ) -> Json:
-    """The pod of one worker of ``component`` (``spec`` at its group's degree)."""
+    """The pod of one worker of ``component`` (``spec`` at its group's degree). Across nodes
+    the pod builder gives it its share of the node's EFA interfaces and libfabric's settings
+    (:func:`eks_inference.charts.fabric.fabric`), and it runs the EFA build of the runtime."""
+    across = crosses_nodes(spec)
     served = vllm.server_pod(spec, placement, context, "", weights, None, None, None)
     served = {
         k: v
@@ -286,7 +297,7 @@ def worker_pod(
     container = {
         **{k: v for k, v in container.items() if k not in ("lifecycle",)},
         "name": MAIN_CONTAINER,
-        "image": DYNAMO_RUNTIME_IMAGE,
+        "image": DYNAMO_EFA_RUNTIME_IMAGE if across else DYNAMO_RUNTIME_IMAGE,
         "command": list(WORKER_COMMAND),
         "args": worker_args(spec, component, bucket_name=context.bucket_name),
         "env": env,
@@ -301,11 +312,12 @@ def worker_pod(
         "livenessProbe": _system_probe(LIVE_PATH, 3, 30),
     }
     served["containers"] = [container]
-    if component in (PREFILL, DECODE):
-        # The graph fits one node (rules.check_one_node), and its workers are placed on the
-        # node of the others, so the KV cache stays on PCIe. Preferred, not required: a
-        # rolling update starts a worker beside a full node's, which a required term would
-        # leave pending for good; until the old workers go, its transfers cross nodes.
+    if component in (PREFILL, DECODE) and not across:
+        # The graph fits one node, and its workers are placed on the node of the others, so
+        # the KV cache stays on PCIe (a graph across nodes goes where the scheduler fits it,
+        # over EFA). Preferred, not required: a rolling update starts a worker beside a full
+        # node's, which a required term would leave pending for good; until the old workers
+        # go, its transfers cross nodes.
         served["affinity"] = {
             "podAffinity": {
                 "preferredDuringSchedulingIgnoredDuringExecution": [

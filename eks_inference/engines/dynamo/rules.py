@@ -9,13 +9,20 @@ tensor_parallel_problem`), and its weights plus worst-case KV cache at the deplo
 (:func:`~eks_inference.catalog.sizing.memory_fit`).
 
 The KV transfer (:func:`kv_transport`): NIXL moves a prompt's KV cache from a prefill worker's
-GPUs to a decode worker's. Within one node it goes over PCIe (NIXL's UCX backend, CUDA IPC);
-across nodes it needs a network that carries GiB per request (a Llama-3.1-70B prompt of 8k
-tokens is 2.5 GiB of KV cache), which is EFA (RDMA). The node pools of this platform attach
-no EFA interfaces, so a graph is kept on one node: its prefill and decode workers together
-hold at most the node's GPUs, and every worker prefers the node of the others (pod affinity,
-:func:`eks_inference.engines.dynamo.graph.worker_pod`). A graph larger than a node is
-refused, naming the instance's EFA.
+GPUs to a decode worker's. Within one node it goes over PCIe (NIXL's UCX backend, CUDA IPC),
+and every worker prefers the node of the others (pod affinity,
+:func:`eks_inference.engines.dynamo.graph.worker_pod`). A graph whose workers hold more GPUs
+than one node (:func:`crosses_nodes`) sends it across nodes, a network that must carry GiB
+per request (a Llama-3.1-70B prompt of 8k tokens is 2.5 GiB of KV cache): EFA, through NIXL's
+libfabric backend, the one Dynamo's EFA guide says reaches EFA's bandwidth. TCP would add
+seconds to every first token, so it is never admitted: a graph across nodes on an instance
+type without EFA is refused here (no pool could fix it), and on a pool that turns EFA off,
+spans zones or holds fewer nodes than the graph needs by the platform
+(:mod:`eks_inference.specification.kv_transfer_rules`); a pool that says nothing attaches EFA
+for it. An autoscaled graph is judged at ``max_replicas``: its workers are configured for EFA
+from the start, since the next one may land on another node. Each worker then takes its share
+of its node's EFA interfaces (:func:`eks_inference.charts.fabric.efa_share`), which must be a
+whole number of at least one (:func:`check_efa_share`).
 """
 
 from __future__ import annotations
@@ -23,8 +30,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from eks_inference.catalog import MODELS, sizing
+from eks_inference.catalog.node_hardware import node_hardware
+from eks_inference.charts.fabric import efa_share
 from eks_inference.engines.dynamo.options import dynamo_options, split_of
 from eks_inference.specification.kv_serving import WorkerGroup
+from eks_inference.specification.node_pools import efa_instance_types
 from eks_inference.specification.validation import Problems
 
 if TYPE_CHECKING:
@@ -33,15 +43,56 @@ if TYPE_CHECKING:
 #: Where the KV cache goes over between the groups of a graph on one node: PCIe, through
 #: NIXL's UCX backend (CUDA IPC).
 WITHIN_NODE = "one node, PCIe (NIXL)"
+# Why a graph across nodes on an instance type without EFA is refused.
+_NO_EFA = "it has no EFA, and TCP cannot carry GiB of KV cache per request in time"
+
+
+def graph_gpus(spec: ModelDeploymentSpec) -> int:
+    """The GPUs a disaggregated graph's workers hold at most: its groups' replicas at their
+    degrees, or autoscaled, both groups at ``scaling.max_replicas`` (0: aggregated)."""
+    split = split_of(spec)
+    if split is None:
+        return 0
+    if spec.scaling.autoscale:
+        per_step = sum(g.tensor_parallel_size for _, g in split.groups.groups)
+        return spec.scaling.max_replicas * per_step
+    return split.groups.accelerators
+
+
+def graph_nodes(spec: ModelDeploymentSpec) -> int:
+    """The nodes the graph's workers need at least (:func:`graph_gpus` over the node's GPUs;
+    one for an aggregated graph: the :class:`~eks_inference.specification.capabilities.
+    DisaggregatesPrefill` answer)."""
+    return max(1, -(-graph_gpus(spec) // spec.instance.cores))
+
+
+def crosses_nodes(spec: ModelDeploymentSpec) -> bool:
+    """Whether the graph's workers hold more GPUs than one node, so its KV cache crosses
+    nodes."""
+    return graph_nodes(spec) > 1
 
 
 def kv_transport(spec: ModelDeploymentSpec) -> str | None:
-    """How the KV cache moves from prefill to decode (``None``: aggregated, it does not),
-    and whether the instance's EFA, which the pools do not attach, would carry it further."""
-    if split_of(spec) is None:
+    """How the KV cache moves from prefill to decode (``None``: aggregated, it does not), and
+    across nodes what it costs: the EFA bandwidth of the worker with the smaller share of its
+    node's interfaces (of the node's, :mod:`eks_inference.catalog.node_hardware`), and the
+    time one prompt's KV cache at ``limits.max_model_len`` takes at it."""
+    split = split_of(spec)
+    if split is None:
         return None
-    network = "not attached" if spec.instance.efa else "none"
-    return f"{WITHIN_NODE}; EFA: {network}"
+    if not crosses_nodes(spec):
+        return WITHIN_NODE
+    instance, limits = spec.instance, spec.limits
+    share = min(efa_share(instance, g.tensor_parallel_size) for _, g in split.groups.groups)
+    gbps = node_hardware(instance.name).network_gbps * share / instance.efa_interfaces
+    prompt = sizing.kv_cache_bytes_per_token(spec.model.architecture) * limits.max_model_len
+    seconds = prompt * 8 / (float(gbps) * 1e9)
+    staged = "" if instance.efa_rdma else ", staged in host memory"
+    return (
+        f"across nodes, EFA (NIXL libfabric{staged}): {float(gbps):g} Gbps/worker, "
+        f"{sizing.gib(prompt):.2f} GiB per {limits.max_model_len}-token prompt in "
+        f"{seconds * 1000:.0f} ms"
+    )
 
 
 def check_split_given_once(spec: ModelDeploymentSpec, problems: Problems) -> None:
@@ -96,39 +147,35 @@ def check_groups_fit(spec: ModelDeploymentSpec, problems: Problems) -> None:
 
 
 def check_one_node(spec: ModelDeploymentSpec, problems: Problems) -> None:
-    """The graph's workers hold at most one node's GPUs, so the KV cache never crosses
-    nodes (the pools attach no EFA: see the module)."""
+    """A graph whose workers hold more than one node's GPUs runs on an instance type with EFA:
+    without it no pool could carry its KV cache across nodes (see the module)."""
     split = split_of(spec)
     # Autoscaled, the graph at max_replicas is checked (check_autoscaled_graph).
-    if split is None or spec.scaling.autoscale:
+    if split is None or spec.scaling.autoscale or not _refused_across_nodes(spec):
         return
     instance = spec.instance
-    used = split.groups.accelerators
-    if used <= instance.cores:
-        return
     groups = ", ".join(
         f"{name} {g.replicas} x TP {g.tensor_parallel_size}" for name, g in split.groups.groups
     )
-    network = (
-        "it has EFA, but the node pools attach no EFA interfaces"
-        if instance.efa
-        else "it has no EFA, and TCP cannot carry GiB of KV cache per request in time"
-    )
     problems.add(
         (*split.field, "prefill", "replicas"),
-        f"the graph ({groups}) needs {sizing.accelerator_units(instance, used)}, more than "
-        f"one {instance.name} ({instance.cores}), so its KV cache would cross nodes without a "
-        f"transport: {network}; keep prefill and decode within {instance.cores} GPUs, or use "
-        "a larger instance type",
+        f"the graph ({groups}) needs {sizing.accelerator_units(instance, graph_gpus(spec))}, "
+        f"more than one {instance.name} ({instance.cores}), so its KV cache would cross nodes "
+        f"without a transport: {_NO_EFA}; keep prefill and decode within {instance.cores} "
+        f"GPUs, or use an instance type with EFA ({efa_instance_types()})",
         split.groups.prefill.replicas,
     )
+
+
+def _refused_across_nodes(spec: ModelDeploymentSpec) -> bool:
+    return crosses_nodes(spec) and not spec.instance.efa
 
 
 def check_autoscaled_graph(spec: ModelDeploymentSpec, problems: Problems) -> None:
     """An autoscaled disaggregated graph: each group scales between ``scaling.min_replicas``
     and ``max_replicas`` (:mod:`eks_inference.engines.dynamo.autoscaling`), so a group's own
-    ``replicas`` is refused, and at ``max_replicas`` both groups together still hold at most
-    one node's GPUs (the KV cache stays within it, as :func:`check_one_node` says)."""
+    ``replicas`` is refused, and at ``max_replicas`` both groups together hold at most one
+    node's GPUs unless the instance type has EFA (as :func:`check_one_node` says)."""
     split = split_of(spec)
     if split is None or not spec.scaling.autoscale:
         return
@@ -150,23 +197,61 @@ def check_autoscaled_graph(spec: ModelDeploymentSpec, problems: Problems) -> Non
                 "autoscale: false for fixed groups",
                 group.replicas,
             )
-    instance, most = spec.instance, spec.scaling.max_replicas
-    per_step = sum(g.tensor_parallel_size for _, g in split.groups.groups)
-    if most * per_step <= instance.cores:
+    if not _refused_across_nodes(spec):
         return
-    fitting = instance.cores // per_step
+    instance, most = spec.instance, spec.scaling.max_replicas
+    fitting = instance.cores // (graph_gpus(spec) // most)
+    fewer = (
+        f"set max_replicas <= {fitting}"
+        + ("" if fitting > spec.scaling.min_replicas else " and lower min_replicas")
+        + ", or "
+        if fitting
+        else ""
+    )
     problems.add(
         ("scaling", "max_replicas"),
         f"at max_replicas {most} the graph's prefill and decode workers (TP "
         f"{split.groups.prefill.tensor_parallel_size} and "
         f"{split.groups.decode.tensor_parallel_size} each) need "
-        f"{sizing.accelerator_units(instance, most * per_step)}, more than one "
+        f"{sizing.accelerator_units(instance, graph_gpus(spec))}, more than one "
         f"{instance.name} ({instance.cores}), so the KV cache would cross nodes without a "
-        f"transport; set max_replicas <= {fitting}"
-        + ("" if fitting > spec.scaling.min_replicas else " and lower min_replicas")
-        + ", or use a larger instance type",
+        f"transport: {_NO_EFA}; {fewer}use an instance type with EFA ({efa_instance_types()})",
         most,
     )
+
+
+def check_efa_share(spec: ModelDeploymentSpec, problems: Problems) -> None:
+    """Across nodes, each worker takes a whole number (at least one) of its node's EFA
+    interfaces, in proportion to its GPUs (:func:`~eks_inference.charts.fabric.efa_share`):
+    a fraction of an interface cannot be requested, and a worker without one would have no
+    way to the other node."""
+    split = split_of(spec)
+    instance = spec.instance
+    if split is None or not instance.efa or not crosses_nodes(spec):
+        return
+    working = [
+        tp
+        for tp in sizing.usable_tensor_parallel(spec.model.architecture, instance)
+        if _whole_share(spec, tp)
+    ]
+    for name, group in split.groups.groups:
+        tp = group.tensor_parallel_size
+        if _whole_share(spec, tp):
+            continue
+        problems.add(
+            (*split.field, name, "tensor_parallel_size"),
+            f"across nodes each {name} worker takes its share of the "
+            f"{instance.efa_interfaces} EFA interfaces of a {instance.name} "
+            f"({instance.cores} GPUs), and at TP {tp} that is "
+            f"{efa_share(instance, tp)}, not a whole interface; use tensor_parallel_size one "
+            f"of {working}",
+            tp,
+        )
+
+
+def _whole_share(spec: ModelDeploymentSpec, tp: int) -> bool:
+    share = efa_share(spec.instance, tp)
+    return share.denominator == 1 and share >= 1
 
 
 def _model_id(name: str) -> str:

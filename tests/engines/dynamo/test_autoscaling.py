@@ -213,13 +213,32 @@ def test_a_groups_own_replicas_with_autoscale_are_refused(tmp_path: Path) -> Non
     )
 
 
-def test_a_graph_that_outgrows_one_node_at_max_replicas_is_refused(tmp_path: Path) -> None:
+def test_a_graph_that_outgrows_one_node_at_max_replicas_takes_whole_efa_interfaces(
+    tmp_path: Path,
+) -> None:
+    # At 5 x (TP 1 + TP 1) the graph crosses nodes over EFA, where a one-GPU worker would
+    # take half of one of the g6e.48xlarge's 4 interfaces per 8 GPUs.
     scaling = {"min_replicas": 1, "max_replicas": 5, "autoscale": True}
     one_line_error(
         run_cli("plan", "--platform", _cli_platform(tmp_path, {"scaling": scaling}), cwd=tmp_path),
         2,
+        "deployments.2.options.prefill.tensor_parallel_size",
+        "4 EFA interfaces of a g6e.48xlarge (8 GPUs), and at TP 1 that is 1/2",
+        "use tensor_parallel_size one of [2, 4, 8]",
+    )
+
+
+def test_a_graph_that_outgrows_a_node_without_efa_at_max_replicas_is_refused(
+    tmp_path: Path,
+) -> None:
+    scaling = {"min_replicas": 1, "max_replicas": 2, "autoscale": True}
+    path = _cli_platform(tmp_path, {"instance_type": "g6e.2xlarge", "scaling": scaling})
+    one_line_error(
+        run_cli("plan", "--platform", path, cwd=tmp_path),
+        2,
         "deployments.2.scaling.max_replicas",
-        "at max_replicas 5 the graph's prefill and decode workers",
-        "more than one g6e.48xlarge (8)",
-        "set max_replicas <= 4",
+        "at max_replicas 2 the graph's prefill and decode workers",
+        "more than one g6e.2xlarge (1)",
+        "it has no EFA",
+        "use an instance type with EFA (",
     )

@@ -37,7 +37,7 @@ from tests.helpers.errors import one_line_error
 from tests.helpers.objects import crd_validator, is_custom_resource, of_kind, one, schema_errors
 from tests.helpers.platforms import CRDS, REPO, UPSTREAM
 from tests.helpers.rendered import CONTEXT
-from tests.helpers.vllm_args import ServeOption, serve_args_problems, table_rows
+from tests.helpers.vllm_args import ServeOption, serve_args_problems, split_known, table_rows
 
 EXAMPLE = REPO / "examples" / "dynamo.yaml"
 DGD_CRD = CRDS / "nvidia.com_dynamographdeployments.yaml"
@@ -222,21 +222,10 @@ def test_every_worker_argument_list_is_accepted_by_the_release() -> None:
         main = _main(component)
         assert main["command"] == list(dgd.WORKER_COMMAND)
         args = main["args"]
-        ours, engine = _split_known(args, dynamo)
+        ours, engine = split_known(args, dynamo)
         assert serve_args_problems(ours, dynamo, positional=False) == [], component["name"]
         assert serve_args_problems(engine, vllm, positional=False) == [], component["name"]
         assert "--model" in engine
-
-
-def _split_known(args: list[str], known: dict[str, ServeOption]) -> tuple[list[str], list[str]]:
-    ours: list[str] = []
-    rest: list[str] = []
-    target = rest
-    for arg in args:
-        if arg.startswith("--"):
-            target = ours if arg in known else rest
-        target.append(arg)
-    return ours, rest
 
 
 def test_every_frontend_argument_list_is_accepted_by_the_release() -> None:
@@ -426,7 +415,7 @@ def test_plan_prints_the_split_beside_the_aggregated_alternative(tmp_path: Path)
     # One g6e.48xlarge either way: the split uses its 8 GPUs, aggregated 1 x TP 4 half.
     assert split["price_per_hour"] == split["aggregated_price_per_hour"] > 0
     assert split["aggregated_accelerators"] == 4
-    assert split["transport"] == "one node, PCIe (NIXL); EFA: not attached"
+    assert split["transport"] == "one node, PCIe (NIXL)"
 
 
 def test_the_runai_streamer_is_refused_for_a_graph(tmp_path: Path) -> None:
