@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from eks_inference.specification.deployment import ModelDeploymentSpec
 from eks_inference.specification.engines import kv_cache_nodes
+from eks_inference.specification.multi_node_rules import one_zone_problem
 from eks_inference.specification.node_pools import NodePool
 from eks_inference.specification.validation import Problems
 
@@ -40,16 +41,12 @@ def spanning_pool_problems(
             f"workers, within {pool.instance.cores} GPUs",
             False,
         )
-    elif len(pool.zones) != 1:
-        spans = (
-            f"spans zones {list(pool.zones)}" if pool.zones else "spans every zone (no zones set)"
-        )
-        problems.add(
-            ("node_pools", pool_index, "zones"),
-            f"{what}, and the nodes of a pool with EFA share one Availability Zone, but pool "
-            f"{pool.name!r} {spans}; set zones: [0] (or the one zone index that has the "
-            "capacity)",
-            list(pool.zones),
+    else:
+        one_zone_problem(
+            pool,
+            pool_index,
+            f"{what}, and the nodes of a pool with EFA share one Availability Zone",
+            problems,
         )
     if pool.max_size < nodes:
         problems.add(

@@ -104,18 +104,13 @@ def group_pool_problems(
     """
     if deployment.multi_node is None:
         return
-    if len(pool.zones) != 1:
-        spans = (
-            f"spans zones {list(pool.zones)}" if pool.zones else "spans every zone (no zones set)"
-        )
-        problems.add(
-            ("node_pools", pool_index, "zones"),
-            f"deployment {deployment.name!r} serves one replica across "
-            f"{deployment.nodes_per_replica} nodes, which must share one Availability Zone, but "
-            f"pool {pool.name!r} {spans}; set zones: [0] (or the one zone index that has the "
-            "capacity)",
-            list(pool.zones),
-        )
+    one_zone_problem(
+        pool,
+        pool_index,
+        f"deployment {deployment.name!r} serves one replica across "
+        f"{deployment.nodes_per_replica} nodes, which must share one Availability Zone",
+        problems,
+    )
     if pool.efa is False and pool.instance.efa and not deployment.multi_node.allow_without_efa:
         problems.add(
             ("node_pools", pool_index, "efa"),
@@ -125,6 +120,19 @@ def group_pool_problems(
             "deployment",
             False,
         )
+
+
+def one_zone_problem(pool: NodePool, pool_index: int, why: str, problems: Problems) -> None:
+    """Refuse ``pool``'s zones unless they are one, saying ``why`` its nodes must share one."""
+    if len(pool.zones) == 1:
+        return
+    spans = f"spans zones {list(pool.zones)}" if pool.zones else "spans every zone (no zones set)"
+    problems.add(
+        ("node_pools", pool_index, "zones"),
+        f"{why}, but pool {pool.name!r} {spans}; set zones: [0] (or the one zone index that "
+        "has the capacity)",
+        list(pool.zones),
+    )
 
 
 def chosen_efa(pool: NodePool, hosted: list[ModelDeploymentSpec]) -> bool | None:

@@ -22,27 +22,25 @@ from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.checks import found
 from tests.helpers.helm_values import missing_keys
 from tests.helpers.platforms import REPO
-from tests.helpers.synthesis import Synthesized, example_group
+from tests.helpers.synthesis import (
+    PROVISIONING_MODES,
+    Synthesized,
+    example_group,
+    in_provisioning_modes,
+)
 
 EXAMPLE = REPO / "examples" / "multi-node.yaml"
 EXAMPLE_GROUP = example_group(EXAMPLE)
 PINNED_VALUES = REPO / "tests" / "upstream" / "aws-efa-k8s-device-plugin-v0.5.30-values.yaml"
 CHART = versions.EFA_DEVICE_PLUGIN_CHART.chart
-MODES = ("managed", "karpenter")
+MODES = PROVISIONING_MODES
 
 
 @pytest.fixture(scope="module")
 def synthesized(
     synthesized_platform: Callable[[PlatformSpec], Synthesized],
 ) -> Callable[[str], Synthesized]:
-    platform = PlatformSpec.from_yaml(EXAMPLE)
-
-    def of(mode: str) -> Synthesized:
-        return synthesized_platform(
-            platform if mode == "managed" else platform.with_node_provisioning("karpenter")
-        )
-
-    return of
+    return in_provisioning_modes(synthesized_platform, EXAMPLE)
 
 
 def _text(value: Any) -> str:

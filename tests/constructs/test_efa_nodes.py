@@ -23,7 +23,12 @@ import yaml
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.checks import found
 from tests.helpers.platforms import REPO, platform_data
-from tests.helpers.synthesis import STACK_NAME, Synthesized, example_group
+from tests.helpers.synthesis import (
+    STACK_NAME,
+    Synthesized,
+    example_group,
+    in_provisioning_modes,
+)
 
 EXAMPLE = REPO / "examples" / "multi-node.yaml"
 EXAMPLE_GROUP = example_group(EXAMPLE)
@@ -36,14 +41,7 @@ EFA_CARDS = {"p5": 32, "g6e": 4}
 def synthesized(
     synthesized_platform: Callable[[PlatformSpec], Synthesized],
 ) -> Callable[[str], Synthesized]:
-    platform = PlatformSpec.from_yaml(EXAMPLE)
-
-    def of(mode: str) -> Synthesized:
-        return synthesized_platform(
-            platform if mode == "managed" else platform.with_node_provisioning("karpenter")
-        )
-
-    return of
+    return in_provisioning_modes(synthesized_platform, EXAMPLE)
 
 
 def _resources(synth: Synthesized, resource_type: str) -> dict[str, dict[str, Any]]:

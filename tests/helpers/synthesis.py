@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from eks_inference.cdk_feature_flags import CDK_FEATURE_FLAGS
+from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.platforms import REPO
 
 STACK_NAME = "InferenceStack"
@@ -107,6 +108,25 @@ def synthesize(app: Any, stack: Any, outdir: Path) -> Synthesized:
         stack=stack,
         template=Template.from_json(templates[STACK_NAME]),
     )
+
+
+#: The provisioning modes a platform synthesizes in: managed node groups, and Karpenter.
+PROVISIONING_MODES = ("managed", "karpenter")
+
+
+def in_provisioning_modes(
+    synthesized_platform: Callable[[PlatformSpec], Synthesized], example: Path
+) -> Callable[[str], Synthesized]:
+    """``example``'s platform synthesized in a mode of :data:`PROVISIONING_MODES`, each once
+    per run (through the run's ``synthesized_platform``)."""
+    platform = PlatformSpec.from_yaml(example)
+
+    def of(mode: str) -> Synthesized:
+        return synthesized_platform(
+            platform if mode == "managed" else platform.with_node_provisioning("karpenter")
+        )
+
+    return of
 
 
 def example_group(example: Path) -> pytest.MarkDecorator:

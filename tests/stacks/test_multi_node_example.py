@@ -17,27 +17,26 @@ from eks_inference import versions
 from eks_inference.specification.platform import PlatformSpec
 from tests.helpers.helm_values import missing_keys
 from tests.helpers.platforms import REPO
-from tests.helpers.synthesis import Synthesized, cfn_lint_errors, example_group
+from tests.helpers.synthesis import (
+    PROVISIONING_MODES,
+    Synthesized,
+    cfn_lint_errors,
+    example_group,
+    in_provisioning_modes,
+)
 
 EXAMPLE = REPO / "examples" / "multi-node.yaml"
 EXAMPLE_GROUP = example_group(EXAMPLE)
 PINNED_VALUES = REPO / "tests" / "upstream" / "lws-v0.10.0-values.yaml"
 LATEST = re.compile(r"(?<![A-Za-z])latest(?![A-Za-z])")
-MODES = ("managed", "karpenter")
+MODES = PROVISIONING_MODES
 
 
 @pytest.fixture(scope="module")
 def synthesized(
     synthesized_platform: Callable[[PlatformSpec], Synthesized],
 ) -> Callable[[str], Synthesized]:
-    platform = PlatformSpec.from_yaml(EXAMPLE)
-
-    def of(mode: str) -> Synthesized:
-        return synthesized_platform(
-            platform if mode == "managed" else platform.with_node_provisioning("karpenter")
-        )
-
-    return of
+    return in_provisioning_modes(synthesized_platform, EXAMPLE)
 
 
 def _releases(synth: Synthesized) -> dict[str, dict[str, Any]]:
