@@ -54,6 +54,7 @@ from eks_inference.charts.karpenter import (
 )
 from eks_inference.charts.monitoring import exporters_chart, neuron_pools
 from eks_inference.charts.namespace import namespace_chart
+from eks_inference.charts.ownership import ObjectOwners
 from eks_inference.charts.record import ChartRecord
 from eks_inference.charts.scheduling import check_schedulable
 from eks_inference.charts.traffic_split import traffic_split_chart
@@ -62,6 +63,7 @@ from eks_inference.output.yaml_dump import dump_yaml
 from eks_inference.specification.platform import PlatformSpec
 from eks_inference.specification.routes import api_key_secret_name
 from eks_inference.specification.startup_budget import weights_gib
+from eks_inference.specification.validation import Problems
 from eks_inference.specification.weights import lustre_capacity_gib
 
 NAMESPACE_FILE = "namespace.yaml"
@@ -121,7 +123,9 @@ def _all_charts(
     keep their numbers). ``karpenter`` is the platform's NodePools chart, if any."""
     charts: dict[str, list[ChartRecord]] = {}
     routes = platform.routes()
-    for spec in platform.deployments:
+    owners = ObjectOwners()
+    problems = Problems("PlatformSpec")
+    for index, spec in enumerate(platform.deployments):
         placement = platform.placement(spec)
         route = routes.get(spec.name)
         rendered = deployment_charts(spec, placement, context, route)
@@ -131,6 +135,10 @@ def _all_charts(
             *observability_charts(rendered),
             *endpoint_charts(rendered),
         ]
+        shared = owners.claim(spec.name, (o for c in charts[spec.name] for o in c.objects))
+        if shared is not None:
+            problems.add(("deployments", index, "name"), shared, spec.name)
+    problems.raise_if_any()
     # A pod no node of its pool can run would be Pending forever: refuse to render it.
     check_schedulable(
         platform,

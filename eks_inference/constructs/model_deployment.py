@@ -287,6 +287,11 @@ class ModelDeployment(Construct):
         )
         self.needs = needs_of(serving + compile_job + observed + exposed)
         require(platform, self.needs, deployment=spec.name)
+        shared = platform.object_owners.claim(
+            spec.name, (obj for chart in self.charts for obj in chart.objects)
+        )
+        if shared is not None:
+            raise ValueError(shared)
         # A pod no node of its pool can run would be Pending forever: refuse to apply it.
         platform.check_schedulable(self.needs, deployment=spec.name)
         mountpoint = platform.mountpoint

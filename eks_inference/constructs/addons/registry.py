@@ -19,6 +19,7 @@ from typing import ClassVar, Protocol, TypeVar
 from constructs import IConstruct
 
 from eks_inference.charts.contract import PlatformNeeds, SecretNeed
+from eks_inference.charts.ownership import ObjectOwners
 from eks_inference.charts.scheduling import NodeOffer, managed_offer, pod_problems
 from eks_inference.constructs.cluster import InferenceCluster
 from eks_inference.specification.validation import Problems
@@ -128,6 +129,9 @@ class PlatformAddons:
     namespace_makers: dict[str, IConstruct] = field(default_factory=dict)
     """Namespace -> the add-on construct that creates it, beyond the cluster's own (the
     inference namespace); objects in it are applied after it."""
+    object_owners: ObjectOwners = field(default_factory=ObjectOwners)
+    """The deployment that renders each object applied to the cluster: a second deployment
+    rendering one of them is refused (:mod:`eks_inference.charts.ownership`)."""
     lustre: IConstruct | None = None
     """The FSx for Lustre CSI driver, which FSx volumes are applied after."""
 
