@@ -1,13 +1,9 @@
 """Two deployments never render one object: the second is refused, naming the object and
 both deployments, by ``eks-inference manifests`` (exit 2, one line, the field) and by the CDK
-app (exit 2, one line), before anything is written or applied."""
+app (the one line it exits 2 with), before anything is written or applied."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +11,11 @@ import pytest
 import yaml
 
 from eks_inference.charts.ownership import ObjectOwners
+from eks_inference.ops.errors import BadInput
 from tests.helpers.cli import run_cli
 from tests.helpers.errors import one_line_error
 from tests.helpers.platforms import REPO, platform_data
+from tests.helpers.synthesis import cdk_context
 
 EXAMPLE = REPO / "examples" / "dynamo.yaml"
 CLASH = (
@@ -67,22 +65,14 @@ def test_manifests_refuses_a_second_deployment_rendering_an_object_and_writes_no
 
 @pytest.mark.synth
 def test_the_cdk_app_refuses_it_too(tmp_path: Path) -> None:
-    completed = subprocess.run(
-        [sys.executable, str(REPO / "app.py")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={
-            **os.environ,
-            "CDK_CONTEXT_JSON": json.dumps({"platform": str(_clashing(tmp_path))}),
-            "CDK_OUTDIR": str(tmp_path / "cdk.out"),
-            "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
-        },
-        check=False,
-    )
-    assert completed.returncode == 2, completed.stderr
-    assert completed.stderr.splitlines() == [f"error: {CLASH}"]
+    from aws_cdk import App
+
+    from eks_inference.stacks.entry import build
+
+    with pytest.raises(BadInput) as refused:
+        build(App(context=cdk_context(), outdir=str(tmp_path / "cdk.out")), _clashing(tmp_path))
+    assert refused.value.format_message() == CLASH
+    assert refused.value.exit_code == 2
 
 
 def _object(kind: str, name: str, namespace: str | None = "inference") -> dict[str, Any]:
