@@ -76,7 +76,9 @@ VLLM_GPU_IMAGE = f"vllm/vllm-openai:v{GPU_VLLM_VERSION}"
 # that image line publishes, three minors behind GPU_VLLM_VERSION: a group's argument lists are
 # checked against 0.31.0's own parser (tests/upstream/vllm-v0.31.0-serve-options.txt). It runs
 # as root, like the image it extends; the pod's command replaces its entrypoint (a telemetry
-# call and `vllm serve`).
+# call and `vllm serve`). The Run:ai streamer is what vllm/vllm-openai:v0.31.0 installs (its
+# wheel's `runai` extra requires runai-model-streamer[s3] >= 0.15.7, which the vLLM image
+# build installs, unverified here against that tag's Dockerfile, which could not be fetched).
 EFA_VLLM_VERSION = "0.31.0"
 VLLM_EFA_IMAGE = (
     "public.ecr.aws/deep-learning-containers/vllm:"
