@@ -410,7 +410,14 @@ def _component(
         "podTemplate": {"metadata": {"labels": labels}, "spec": pod_spec},
     }
     if spec.scaling.autoscale and name != FRONTEND:
-        # The operator creates this group's scaling adapter, which KEDA scales.
+        # The operator creates this group's scaling adapter, which KEDA scales, and which owns
+        # the group's replicas from then on: the operator's webhook refuses any other change
+        # of them (deploy/operator/internal/webhook/validation/shared_v1beta1.go, "cannot be
+        # modified directly when scaling adapter is enabled"). So the graph never states them:
+        # applied again after KEDA scaled a group, a stated count would be such a change. The
+        # group starts at the operator's default of one replica, and KEDA's minReplicaCount
+        # takes it to min_replicas.
+        del component["replicas"]
         component["scalingAdapter"] = {}
     return component
 

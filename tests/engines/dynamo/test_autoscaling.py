@@ -75,7 +75,11 @@ def _scaled_objects(name: str) -> list[dict[str, Any]]:
 
 def _adapters_the_operator_creates(graph: dict[str, Any]) -> list[dict[str, Any]]:
     """The adapter of each component that sets ``scalingAdapter``, as the operator makes it:
-    named ``<graph>-<component, lowercased>``, its replicas seeded from the component's."""
+    named ``<graph>-<component, lowercased>``, its replicas seeded from the component's, which
+    the graph leaves unstated and the operator's defaulting webhook sets to 1
+    (internal/webhook/defaulting/dynamographdeployment_handler.go; the reconciler's
+    ``ptr.Deref(component.Replicas, 1)``,
+    internal/controller/dgd_scaling_adapters_reconciler.go)."""
     return [
         {
             "apiVersion": dgd.ADAPTER_API_VERSION,
@@ -85,7 +89,7 @@ def _adapters_the_operator_creates(graph: dict[str, Any]) -> list[dict[str, Any]
                 "namespace": graph["metadata"]["namespace"],
             },
             "spec": {
-                "replicas": component["replicas"],
+                "replicas": component.get("replicas", 1),
                 "dgdRef": {
                     "name": graph["metadata"]["name"],
                     "componentName": component["name"],
@@ -130,11 +134,18 @@ def stored_kind(crd: dict[str, Any]) -> str:
     return str(crd["spec"]["names"]["kind"])
 
 
-def test_the_frontend_is_not_scaled_and_groups_start_at_min_replicas() -> None:
+def test_the_frontend_is_not_scaled_and_the_adapters_own_the_groups_counts() -> None:
+    """The graph states no count for a scaled group: the operator's webhook refuses a change
+    of it while an adapter holds one (internal/webhook/validation/shared_v1beta1.go), which a
+    stated count applied again after KEDA scaled the group would be. Each group starts at the
+    operator's default of one, and KEDA takes it to ``min_replicas``."""
     graph = one(_objects()["mistral-7b-disagg"], "DynamoGraphDeployment")
     components = {c["name"]: c for c in graph["spec"]["components"]}
     assert "scalingAdapter" not in components["frontend"]
-    assert components["prefill"]["replicas"] == components["decode"]["replicas"] == 1
+    assert components["frontend"]["replicas"] == 1
+    for group in ("prefill", "decode"):
+        assert components[group]["scalingAdapter"] == {}
+        assert "replicas" not in components[group]
     fixed = one(
         render_platform(PlatformSpec.from_yaml(EXAMPLE), CONTEXT)["mistral-7b-kv"],
         "DynamoGraphDeployment",
