@@ -16,10 +16,10 @@ encrypted gp3 root volume and IMDSv2 hop limit, and count against a limit derive
   where the instance has an NVMe instance store, and on accelerator pools a NodeConfig in
   ``userData`` setting the kubelet's static CPU manager and topology manager (the
   EC2NodeClass's own ``kubelet`` block has no such fields); Karpenter merges it with its own.
-* **EFA** (pools with ``efa``, :mod:`eks_inference.charts.efa`): the EC2NodeClass lists the
-  nodes' network interfaces (the primary ENA interface and one EFA-only interface per network
-  card), selects the pool's cluster placement group and adds the pool's EFA security group
-  to the cluster's, both by name. Karpenter would attach EFAs by itself only to a node
+* **EFA** (pools with ``efa``, :mod:`eks_inference.charts.efa_interfaces`): the EC2NodeClass
+  lists the nodes' network interfaces (the primary ENA interface and one EFA-only interface per
+  network card), selects the pool's cluster placement group and adds the pool's EFA security
+  group to the cluster's, both by name. Karpenter would attach EFAs by itself only to a node
   launched for a pod that requests ``vpc.amazonaws.com/efa``, and then as ``efa`` interfaces
   (with IP addresses) on every card; listed, every node of the pool gets the same fabric
   whatever pod it was launched for, its EFA-only interfaces take no subnet addresses, and
@@ -48,7 +48,11 @@ from typing import Any
 from eks_inference.catalog import INSTANCE_TYPES, Accelerator
 from eks_inference.charts.compile_job import active_deadline_seconds
 from eks_inference.charts.contract import PlatformNeeds
-from eks_inference.charts.efa import EFA_ONLY_INTERFACE, efa_group_name, efa_network_interfaces
+from eks_inference.charts.efa_interfaces import (
+    EFA_ONLY_INTERFACE,
+    efa_group_name,
+    efa_network_interfaces,
+)
 from eks_inference.charts.metadata import api_object, metadata
 from eks_inference.charts.node_bootstrap import (
     LOCAL_STORAGE_STRATEGY,

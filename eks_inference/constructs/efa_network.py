@@ -3,7 +3,7 @@
 Managed node groups (:class:`~eks_inference.constructs.nodegroups.PoolNodegroup`) and
 Karpenter (:class:`~eks_inference.constructs.addons.karpenter.KarpenterNodeProvisioning`)
 both create one per pool with ``efa``, named by
-:func:`~eks_inference.charts.efa.efa_group_name`.
+:func:`~eks_inference.charts.efa_interfaces.efa_group_name`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from eks_inference.charts.efa import (
+from eks_inference.charts.efa_interfaces import (
     PLACEMENT_STRATEGY,
     NetworkInterface,
     efa_group_name,
@@ -37,7 +37,7 @@ class EfaNetwork(Construct):
       multi-node replica sit close together in the pool's one zone. CloudFormation's
       ``AWS::EC2::PlacementGroup`` takes no name and Karpenter selects a placement group by
       name or id only, so the group is created (and deleted) by the EC2 API with the fixed
-      name :func:`~eks_inference.charts.efa.efa_group_name`, which the EC2NodeClasses in
+      name :func:`~eks_inference.charts.efa_interfaces.efa_group_name`, which the EC2NodeClasses in
       ``k8s_manifests/`` also name. Its custom resource may create and delete that one
       group and nothing else. Apply what launches into it after :attr:`placement_group`, so
       that it is also deleted after the nodes in it (EC2 refuses to delete a group in use).
