@@ -33,7 +33,6 @@ EXAMPLE = REPO / "examples" / "multi-node.yaml"
 EXAMPLE_GROUP = example_group(EXAMPLE)
 PINNED_VALUES = REPO / "tests" / "upstream" / "aws-efa-k8s-device-plugin-v0.5.30-values.yaml"
 CHART = versions.EFA_DEVICE_PLUGIN_CHART.chart
-MODES = PROVISIONING_MODES
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +58,7 @@ def _releases(synth: Synthesized) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", PROVISIONING_MODES)
 @pytest.mark.synth
 @EXAMPLE_GROUP
 def test_the_plugin_runs_on_the_efa_pools_only(
@@ -86,7 +85,7 @@ def test_the_plugin_runs_on_the_efa_pools_only(
     }
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", PROVISIONING_MODES)
 @pytest.mark.synth
 @EXAMPLE_GROUP
 def test_its_values_are_keys_of_the_pinned_chart(
@@ -116,7 +115,7 @@ def test_the_pools_it_selects_carry_that_label(
     assert "system" in labelled - set(selected)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", PROVISIONING_MODES)
 @pytest.mark.synth
 def test_no_plugin_without_a_pool_with_efa(request: pytest.FixtureRequest, mode: str) -> None:
     synth: Synthesized = request.getfixturevalue(

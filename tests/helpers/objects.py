@@ -104,6 +104,17 @@ def pod_templates(
                     yield PodTemplate(spec, "ray-worker", placement.workers, worker)
 
 
+def component_pod_template(graph: str, component: dict[str, Any]) -> dict[str, Any]:
+    """A Dynamo graph component's ``podTemplate`` as a Kubernetes PodTemplate of its own, for
+    the strict Kubernetes schema."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": f"{graph}-{component['name']}", "namespace": "inference"},
+        "template": component["podTemplate"],
+    }
+
+
 def serve_config(ray_service: dict[str, Any]) -> dict[str, Any]:
     config: dict[str, Any] = yaml.safe_load(ray_service["spec"]["serveConfigV2"])
     return config

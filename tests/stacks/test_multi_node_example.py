@@ -29,7 +29,6 @@ EXAMPLE = REPO / "examples" / "multi-node.yaml"
 EXAMPLE_GROUP = example_group(EXAMPLE)
 PINNED_VALUES = REPO / "tests" / "upstream" / "lws-v0.10.0-values.yaml"
 LATEST = re.compile(r"(?<![A-Za-z])latest(?![A-Za-z])")
-MODES = PROVISIONING_MODES
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +45,7 @@ def _releases(synth: Synthesized) -> dict[str, dict[str, Any]]:
     }
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", PROVISIONING_MODES)
 @pytest.mark.synth
 @EXAMPLE_GROUP
 def test_both_modes_are_nag_lint_and_pin_clean(
@@ -60,7 +59,7 @@ def test_both_modes_are_nag_lint_and_pin_clean(
         assert not LATEST.findall(json.dumps(template)), name
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", PROVISIONING_MODES)
 @pytest.mark.synth
 @EXAMPLE_GROUP
 def test_the_lws_controller_is_pinned_and_its_values_exist(
@@ -79,7 +78,7 @@ def test_the_lws_controller_is_pinned_and_its_values_exist(
     assert missing_keys(values, yaml.safe_load(PINNED_VALUES.read_text())) == []
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", PROVISIONING_MODES)
 @pytest.mark.synth
 @EXAMPLE_GROUP
 def test_each_group_is_applied_after_the_controller(

@@ -32,7 +32,7 @@ from eks_inference.versions import (
 )
 from tests.helpers.checks import found
 from tests.helpers.cli import run_cli
-from tests.helpers.objects import crd_validator, one, schema_errors
+from tests.helpers.objects import component_pod_template, crd_validator, one, schema_errors
 from tests.helpers.platforms import CRDS, REPO, UPSTREAM
 from tests.helpers.rendered import CONTEXT
 from tests.helpers.vllm_args import ServeOption, serve_args_problems, split_known, table_rows
@@ -103,12 +103,7 @@ def test_the_graph_and_its_pods_validate_strictly(instance_type: str) -> None:
     graph = _graph(instance_type)
     assert schema_errors(crd_validator(DGD_CRD, "v1beta1"), graph) == []
     for component in found(graph["spec"]["components"]):
-        template = {
-            "apiVersion": "v1",
-            "kind": "PodTemplate",
-            "metadata": {"name": f"{NAME}-{component['name']}", "namespace": "inference"},
-            "template": component["podTemplate"],
-        }
+        template = component_pod_template(NAME, component)
         assert kubernetes_validate.validate(template, KUBERNETES_VERSION, strict=True)
 
 

@@ -34,7 +34,14 @@ from eks_inference.versions import (
 from tests.helpers.checks import found
 from tests.helpers.cli import run_cli
 from tests.helpers.errors import one_line_error
-from tests.helpers.objects import crd_validator, is_custom_resource, of_kind, one, schema_errors
+from tests.helpers.objects import (
+    component_pod_template,
+    crd_validator,
+    is_custom_resource,
+    of_kind,
+    one,
+    schema_errors,
+)
 from tests.helpers.platforms import CRDS, REPO, UPSTREAM
 from tests.helpers.rendered import CONTEXT
 from tests.helpers.vllm_args import ServeOption, serve_args_problems, split_known, table_rows
@@ -127,12 +134,7 @@ def test_every_components_pod_template_validates_strictly_against_kubernetes() -
     """Each component's ``podTemplate`` as Kubernetes 1.35's PodTemplateSpec, beside the CRD's
     own copy of that schema."""
     for name, component in found(_rendered_components()):
-        template = {
-            "apiVersion": "v1",
-            "kind": "PodTemplate",
-            "metadata": {"name": f"{name}-{component['name']}", "namespace": "inference"},
-            "template": component["podTemplate"],
-        }
+        template = component_pod_template(name, component)
         assert kubernetes_validate.validate(template, KUBERNETES_VERSION, strict=True)
 
 
