@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import cast
 
-import cdk8s
 from aws_cdk import CfnOutput, Fn, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -20,10 +19,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from eks_inference import versions
-from eks_inference.charts.chart import ObjectsChart
 from eks_inference.charts.namespace import namespace_chart
 from eks_inference.constructs._nag import (
     acknowledge,
@@ -227,6 +225,9 @@ class InferenceCluster(Construct):
                 raise ValueError(f"{field}: {problem}")
         self._pods_principal: iam.IPrincipal | None = None
         self._cluster_name_ref: str | None = None
+        self._kubectl_service_token: str | None = None
+        self._kubectl_barrier: IConstruct | None = None
+        self._agent_resource: eks.CfnAddon | None = None
 
         self.vpc = vpc or self._new_vpc(max_azs, availability_zones)
         # Literal for the VPC made here, so manifests that name it need no cross-stack value.
@@ -311,9 +312,13 @@ class InferenceCluster(Construct):
             )
 
         # The same chart renders the namespace into k8s_manifests/, so both agree.
+        # (what ``add_cdk8s_chart`` would create, at the same path, without a cdk8s app)
         self._namespaces = {
-            INFERENCE_NAMESPACE: self.cluster.add_cdk8s_chart(
-                "InferenceNamespace", ObjectsChart(cdk8s.App(), namespace_chart())
+            INFERENCE_NAMESPACE: eks.KubernetesManifest(
+                self.cluster,
+                "InferenceNamespace",
+                cluster=self.eks_cluster,
+                manifest=namespace_chart().to_json(),
             )
         }
 
@@ -375,6 +380,34 @@ class InferenceCluster(Construct):
         ``kubectl_provider_options``, so type checkers need this view.
         """
         return cast(eks.ICluster, self.cluster)
+
+    @property
+    def cluster_name_ref(self) -> str:
+        """The cluster's name as a reference to the cluster resource (a token), which
+        resources that need the cluster to exist take; asked of Node.js once."""
+        if self._cluster_name_ref is None:
+            self._cluster_name_ref = self.cluster.cluster_name
+        return self._cluster_name_ref
+
+    @property
+    def kubectl_service_token(self) -> str:
+        """The service token of the cluster's kubectl provider, which applies manifests;
+        asked of Node.js once."""
+        if self._kubectl_service_token is None:
+            provider = self.cluster.kubectl_provider
+            if provider is None:
+                raise ValueError(f"EKS cluster {self.cluster_name!r} has no kubectl provider")
+            self._kubectl_service_token = provider.service_token
+        return self._kubectl_service_token
+
+    @property
+    def kubectl_barrier(self) -> IConstruct:
+        """What a manifest applied by kubectl waits for: the resource aws-cdk-lib creates
+        after the cluster's kubectl access (``KubectlReadyBarrier``), which its own manifests
+        and Helm charts depend on."""
+        if self._kubectl_barrier is None:
+            self._kubectl_barrier = self.cluster.node.find_child("KubectlReadyBarrier")
+        return self._kubectl_barrier
 
     @property
     def system_pool(self) -> NodePool:
@@ -445,18 +478,27 @@ class InferenceCluster(Construct):
         )
         # Its stack is then known to the grants and acknowledgments that ask for it.
         record_construct(role, scope)
-        if self._cluster_name_ref is None:
-            self._cluster_name_ref = self.cluster.cluster_name
         association = eks.CfnPodIdentityAssociation(
             scope,
             f"{construct_id}Association",
-            cluster_name=self._cluster_name_ref,
+            cluster_name=self.cluster_name_ref,
             namespace=namespace,
             service_account=service_account,
             role_arn=role.role_arn,
         )
-        association.node.add_dependency(self.pod_identity_agent)
+        association.add_resource_dependency(self._pod_identity_agent_resource)
         return PodIdentity(role=role, association=association)
+
+    @property
+    def _pod_identity_agent_resource(self) -> eks.CfnAddon:
+        """The agent's CloudFormation resource: a resource depends on it in one request,
+        where depending on the add-on's construct takes two."""
+        if self._agent_resource is None:
+            resource = self.pod_identity_agent.node.default_child
+            if not isinstance(resource, eks.CfnAddon):
+                raise TypeError(f"unexpected default child of eks.Addon: {resource!r}")
+            self._agent_resource = resource
+        return self._agent_resource
 
     @property
     def pods_principal(self) -> iam.IPrincipal:
