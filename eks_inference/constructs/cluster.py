@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import import_module
 from typing import cast
 
 from aws_cdk import CfnOutput, Fn, Stack, Tags, Token
@@ -31,6 +30,7 @@ from eks_inference.constructs._nag import (
 )
 from eks_inference.constructs._stacks import record_construct
 from eks_inference.constructs.eks_addon import AddonRole, EksAddon
+from eks_inference.constructs.kubectl_layer import kubectl_layer, kubernetes_release
 from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.specification.aws_types import iam_role_arn_problem, public_access_cidr_problem
@@ -89,40 +89,6 @@ def pod_identity_principal(*, account: str, cluster_arn: str) -> iam.IPrincipal:
             },
         }
     )
-
-
-def kubectl_layer(
-    scope: Construct, construct_id: str, kubernetes_version: str
-) -> lambda_.ILayerVersion:
-    """The kubectl/helm Lambda layer that matches ``kubernetes_version``.
-
-    Each Kubernetes minor version has its own layer package, each with a large layer asset
-    and its own jsii assembly, so only the one for the cluster's version is imported.
-    """
-    release = kubernetes_release(kubernetes_version)
-    try:
-        module = import_module(release.kubectl_layer_module)
-    except ModuleNotFoundError:
-        package = release.kubectl_layer_module.replace("aws_cdk.", "aws-cdk.").replace("_", "-")
-        raise ValueError(
-            f"Kubernetes {kubernetes_version} needs the kubectl layer package {package}; "
-            f"install it (pip install {package})"
-        ) from None
-    layer: lambda_.ILayerVersion = getattr(module, release.kubectl_layer_class)(scope, construct_id)
-    return layer
-
-
-def kubernetes_release(kubernetes_version: str) -> versions.KubernetesRelease:
-    """The pinned components for a Kubernetes minor version, or a clear error."""
-    release = versions.KUBERNETES_RELEASES.get(kubernetes_version)
-    if release is None:
-        supported = ", ".join(sorted(versions.KUBERNETES_RELEASES))
-        raise ValueError(
-            f"Kubernetes version {kubernetes_version!r} is not supported; use one of "
-            f"{supported} (each needs a matching kubectl layer, Cluster Autoscaler and "
-            "kube-scheduler, pinned in eks_inference.versions)"
-        )
-    return release
 
 
 class InferenceCluster(Construct):
