@@ -10,6 +10,11 @@ serialize it and to find the references in it. A deployment's objects are tens o
 of JSON whose only tokens are a few strings (the bucket's name, an image's URI), so here
 Python serializes them once, in C, and CDK receives one string, in which it finds the token
 strings as it finds them in any string. The kubectl handler reads the same JSON either way.
+
+It takes five requests to Node.js where a ``KubernetesManifest`` and its dependencies take
+three, so the add-ons' few objects stay ``KubernetesManifest``s. At 100 deployments this
+construct saves about 0.8 s of the synth's CPU (5.57 s to 4.76 s, five interleaved runs), with
+the templates unchanged byte for byte.
 """
 
 from __future__ import annotations
