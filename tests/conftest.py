@@ -37,6 +37,42 @@ if os.environ.get("CI"):
 CREDENTIAL_VARIABLES = ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 
+_GROUPING_LOST = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker under ``--dist loadgroup``, notice when the groups are lost.
+
+    xdist sends a group to one worker by suffixing its tests' node ids with ``@<group>``;
+    where pytest no longer takes that suffix (pytest 9.2.0 with xdist 3.8.0,
+    pytest-dev/pytest-xdist issue 1386), every test runs anywhere, each worker synthesizes
+    every app its tests read, and the run only gets slower. :func:`_tests_are_grouped` then
+    fails every test with the reason, rather than leaving it to the timings.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    lost = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid
+    ]
+    if lost:
+        config.stash[_GROUPING_LOST] = (
+            f"--dist loadgroup: {len(lost)} grouped tests lost their group (e.g. {lost[0]}): "
+            "this pytest and pytest-xdist do not group tests; install the versions "
+            "requirements-dev.txt pins"
+        )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tests_are_grouped(request: pytest.FixtureRequest) -> None:
+    """Fail the run when xdist lost the tests' groups (:func:`pytest_collection_modifyitems`)."""
+    lost = request.config.stash.get(_GROUPING_LOST, None)
+    if lost is not None:
+        pytest.fail(lost)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """On an xdist worker, ignore SIGINT from the end of the session, when its results go out.
 

@@ -39,6 +39,7 @@ from eks_inference.constructs.addons.mountpoint import MountpointS3CsiOptions
 from eks_inference.constructs.addons.neuron import NeuronDevicePluginOptions
 from eks_inference.constructs.addons.nvidia import NvidiaDevicePluginOptions
 from eks_inference.constructs.addons.observability import ObservabilityOptions
+from eks_inference.constructs.applied_objects import AppliedObjects
 from eks_inference.constructs.cluster import (
     InferenceCluster,
     PodIdentity,
@@ -55,6 +56,7 @@ __all__ = [
     "AddonRole",
     "ApiKeys",
     "ApiKeysOptions",
+    "AppliedObjects",
     "ClusterAutoscaler",
     "ClusterAutoscalerOptions",
     "DynamoPlatform",

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import import_module
 from typing import cast
 
-import cdk8s
 from aws_cdk import CfnOutput, Fn, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -20,10 +18,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from eks_inference import versions
-from eks_inference.charts.chart import ObjectsChart
 from eks_inference.charts.namespace import namespace_chart
 from eks_inference.constructs._nag import (
     acknowledge,
@@ -33,6 +30,7 @@ from eks_inference.constructs._nag import (
 )
 from eks_inference.constructs._stacks import record_construct
 from eks_inference.constructs.eks_addon import AddonRole, EksAddon
+from eks_inference.constructs.kubectl_layer import kubectl_layer, kubernetes_release
 from eks_inference.constructs.nodegroups import PoolNodegroup
 from eks_inference.names import INFERENCE_NAMESPACE, VPC_CIDR
 from eks_inference.specification.aws_types import iam_role_arn_problem, public_access_cidr_problem
@@ -91,40 +89,6 @@ def pod_identity_principal(*, account: str, cluster_arn: str) -> iam.IPrincipal:
             },
         }
     )
-
-
-def kubectl_layer(
-    scope: Construct, construct_id: str, kubernetes_version: str
-) -> lambda_.ILayerVersion:
-    """The kubectl/helm Lambda layer that matches ``kubernetes_version``.
-
-    Each Kubernetes minor version has its own layer package, each with a large layer asset
-    and its own jsii assembly, so only the one for the cluster's version is imported.
-    """
-    release = kubernetes_release(kubernetes_version)
-    try:
-        module = import_module(release.kubectl_layer_module)
-    except ModuleNotFoundError:
-        package = release.kubectl_layer_module.replace("aws_cdk.", "aws-cdk.").replace("_", "-")
-        raise ValueError(
-            f"Kubernetes {kubernetes_version} needs the kubectl layer package {package}; "
-            f"install it (pip install {package})"
-        ) from None
-    layer: lambda_.ILayerVersion = getattr(module, release.kubectl_layer_class)(scope, construct_id)
-    return layer
-
-
-def kubernetes_release(kubernetes_version: str) -> versions.KubernetesRelease:
-    """The pinned components for a Kubernetes minor version, or a clear error."""
-    release = versions.KUBERNETES_RELEASES.get(kubernetes_version)
-    if release is None:
-        supported = ", ".join(sorted(versions.KUBERNETES_RELEASES))
-        raise ValueError(
-            f"Kubernetes version {kubernetes_version!r} is not supported; use one of "
-            f"{supported} (each needs a matching kubectl layer, Cluster Autoscaler and "
-            "kube-scheduler, pinned in eks_inference.versions)"
-        )
-    return release
 
 
 class InferenceCluster(Construct):
@@ -227,6 +191,9 @@ class InferenceCluster(Construct):
                 raise ValueError(f"{field}: {problem}")
         self._pods_principal: iam.IPrincipal | None = None
         self._cluster_name_ref: str | None = None
+        self._kubectl_service_token: str | None = None
+        self._kubectl_barrier: IConstruct | None = None
+        self._agent_resource: eks.CfnAddon | None = None
 
         self.vpc = vpc or self._new_vpc(max_azs, availability_zones)
         # Literal for the VPC made here, so manifests that name it need no cross-stack value.
@@ -311,9 +278,13 @@ class InferenceCluster(Construct):
             )
 
         # The same chart renders the namespace into k8s_manifests/, so both agree.
+        # (what ``add_cdk8s_chart`` would create, at the same path, without a cdk8s app)
         self._namespaces = {
-            INFERENCE_NAMESPACE: self.cluster.add_cdk8s_chart(
-                "InferenceNamespace", ObjectsChart(cdk8s.App(), namespace_chart())
+            INFERENCE_NAMESPACE: eks.KubernetesManifest(
+                self.cluster,
+                "InferenceNamespace",
+                cluster=self.eks_cluster,
+                manifest=namespace_chart().to_json(),
             )
         }
 
@@ -375,6 +346,34 @@ class InferenceCluster(Construct):
         ``kubectl_provider_options``, so type checkers need this view.
         """
         return cast(eks.ICluster, self.cluster)
+
+    @property
+    def cluster_name_ref(self) -> str:
+        """The cluster's name as a reference to the cluster resource (a token), which
+        resources that need the cluster to exist take; asked of Node.js once."""
+        if self._cluster_name_ref is None:
+            self._cluster_name_ref = self.cluster.cluster_name
+        return self._cluster_name_ref
+
+    @property
+    def kubectl_service_token(self) -> str:
+        """The service token of the cluster's kubectl provider, which applies manifests;
+        asked of Node.js once."""
+        if self._kubectl_service_token is None:
+            provider = self.cluster.kubectl_provider
+            if provider is None:
+                raise ValueError(f"EKS cluster {self.cluster_name!r} has no kubectl provider")
+            self._kubectl_service_token = provider.service_token
+        return self._kubectl_service_token
+
+    @property
+    def kubectl_barrier(self) -> IConstruct:
+        """What a manifest applied by kubectl waits for: the resource aws-cdk-lib creates
+        after the cluster's kubectl access (``KubectlReadyBarrier``), which its own manifests
+        and Helm charts depend on."""
+        if self._kubectl_barrier is None:
+            self._kubectl_barrier = self.cluster.node.find_child("KubectlReadyBarrier")
+        return self._kubectl_barrier
 
     @property
     def system_pool(self) -> NodePool:
@@ -445,18 +444,27 @@ class InferenceCluster(Construct):
         )
         # Its stack is then known to the grants and acknowledgments that ask for it.
         record_construct(role, scope)
-        if self._cluster_name_ref is None:
-            self._cluster_name_ref = self.cluster.cluster_name
         association = eks.CfnPodIdentityAssociation(
             scope,
             f"{construct_id}Association",
-            cluster_name=self._cluster_name_ref,
+            cluster_name=self.cluster_name_ref,
             namespace=namespace,
             service_account=service_account,
             role_arn=role.role_arn,
         )
-        association.node.add_dependency(self.pod_identity_agent)
+        association.add_resource_dependency(self._pod_identity_agent_resource)
         return PodIdentity(role=role, association=association)
+
+    @property
+    def _pod_identity_agent_resource(self) -> eks.CfnAddon:
+        """The agent's CloudFormation resource: a resource depends on it in one request,
+        where depending on the add-on's construct takes two."""
+        if self._agent_resource is None:
+            resource = self.pod_identity_agent.node.default_child
+            if not isinstance(resource, eks.CfnAddon):
+                raise TypeError(f"unexpected default child of eks.Addon: {resource!r}")
+            self._agent_resource = resource
+        return self._agent_resource
 
     @property
     def pods_principal(self) -> iam.IPrincipal:

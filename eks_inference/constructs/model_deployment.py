@@ -39,6 +39,7 @@ from eks_inference.constructs._stacks import (
     stack_of,
 )
 from eks_inference.constructs.addons import InferenceObservability, PlatformAddons, require
+from eks_inference.constructs.applied_objects import AppliedObjects
 from eks_inference.constructs.cluster import InferenceCluster, PodIdentity
 from eks_inference.constructs.lustre import ModelFileSystem
 from eks_inference.constructs.model_bucket import ModelBucket
@@ -337,19 +338,18 @@ class ModelDeployment(Construct):
             after(*(platform.ingress_controllers[c] for c in needs.ingress_classes))
         # One manifest resource, one kubectl run, for every object of the deployment, in the
         # charts' order: what an object refers to is applied before it. The chart's objects
-        # themselves, not to_json()'s deep copy: jsii only reads them (it sends Node.js a
-        # serialized copy), and copying every manifest of a large platform costs more than
-        # creating it. ``overwrite`` applies on create too (``kubectl apply``, not ``create``),
+        # themselves, not to_json()'s deep copy: they are only read, to serialize them.
+        # ``overwrite`` applies on create too (``kubectl apply``, not ``create``),
         # so that a deployment's objects are adopted where they already exist, as they do
         # after the per-chart resources of an earlier release are retained (docs: upgrading).
-        self.manifest = eks.KubernetesManifest(
+        self.manifest = AppliedObjects(
             self,
             MANIFEST_ID,
-            cluster=cluster.eks_cluster,
-            manifest=[o for chart in self.charts for o in chart.objects],
+            cluster=cluster,
+            objects=(o for chart in self.charts for o in chart.objects),
             overwrite=True,
+            after=dependencies.values(),
         )
-        self.manifest.node.add_dependency(*dependencies.values())
         if retain_chart_manifests:
             self._retain_chart_manifests(cluster)
 

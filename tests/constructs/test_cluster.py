@@ -10,7 +10,7 @@ from aws_cdk.assertions import Match
 from constructs import Construct
 
 from eks_inference import versions
-from eks_inference.constructs.cluster import kubectl_layer, kubernetes_release
+from eks_inference.constructs.kubectl_layer import kubectl_layer, kubernetes_release
 from tests.helpers.synthesis import Synthesized
 
 LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]

@@ -339,7 +339,7 @@ def test_another_app_can_apply_deployments_in_its_own_stack(tmp_path: Path) -> N
         return stack.get_logical_id(cast(CfnElement, element))
 
     # The compile job is applied with the rest, after its identity's association.
-    objects = resources[logical_id(neuron.manifest)]
+    objects = resources[logical_id(neuron.manifest.resource)]
     assert logical_id(neuron.compile_identity.association) in objects["DependsOn"]
     job = json.dumps(objects["Properties"]["Manifest"])
     assert names.compile_service_account_name(NEURON) in job
