@@ -31,6 +31,7 @@ A kind seen once costs its spec's dump; the checks run when its second deploymen
 
 from __future__ import annotations
 
+import pickle
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -57,18 +58,19 @@ class _NotRenamableError(Exception):
     """A value holding something other than JSON data, which renaming does not reach into."""
 
 
-def _renamed(value: Any, replace: Callable[[str], str]) -> Any:
+def _renamed(value: Any, old: str, new: str) -> Any:
     """``value`` (JSON data: dicts, lists, tuples, strings, numbers, booleans and ``None``) with
-    ``replace`` applied to every string, mapping keys included; new containers throughout."""
+    ``old`` replaced by ``new`` in every string, mapping keys included; new containers."""
     kind = type(value)
     if kind is str:
-        return replace(value)
+        text: str = value.replace(old, new)
+        return text
     if kind is dict:
-        return {replace(key): _renamed(item, replace) for key, item in value.items()}
+        return {_renamed(key, old, new): _renamed(item, old, new) for key, item in value.items()}
     if kind is list:
-        return [_renamed(item, replace) for item in value]
+        return [_renamed(item, old, new) for item in value]
     if kind is tuple:
-        return tuple(_renamed(item, replace) for item in value)
+        return tuple(_renamed(item, old, new) for item in value)
     if kind in (int, float, bool) or value is None:
         return value
     raise _NotRenamableError(kind.__name__)
@@ -89,18 +91,81 @@ def _identical(first: Any, second: Any) -> bool:
     return bool(first == second) and repr(first) == repr(second)
 
 
-def _replacer(table: Mapping[str, str]) -> Callable[[str], str]:
-    """A function replacing every key of ``table`` in a string by its value, all at once (a
-    replacement is never searched again)."""
-    if len(table) == 1:
-        ((old, new),) = table.items()
-        return lambda text: text.replace(old, new)
-    pattern = re.compile("|".join(re.escape(old) for old in sorted(table, key=len, reverse=True)))
+def _holds_sentinel(value: Any) -> bool:
+    return SENTINEL in repr(value)
 
-    def replace(text: str) -> str:
-        return pattern.sub(lambda match: table[match.group()], text)
 
-    return replace
+# Where a string is in a template's objects: the keys and indexes leading to its container,
+# and its own key or index there.
+_Path = tuple[Any, ...]
+
+
+def _at(objects: Any, path: _Path) -> Any:
+    for step in path:
+        objects = objects[step]
+    return objects
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A kind's objects, to copy and rename for one deployment: pickled (a copy is one
+    ``pickle.loads``, of exactly the same types and key order), with where the strings
+    holding :data:`SENTINEL` are (``slots``) and the mappings whose keys hold it (``keyed``,
+    deepest first)."""
+
+    data: bytes
+    slots: tuple[tuple[_Path, Any], ...]
+    keyed: tuple[_Path, ...]
+
+    @classmethod
+    def of(cls, objects: list[Json]) -> _Template:
+        """The template of ``objects``; :class:`_NotRenamableError` if they hold other than
+        JSON data, or the sentinel inside a tuple (which a copy could not change)."""
+        slots: list[tuple[_Path, Any]] = []
+        keyed: list[_Path] = []
+
+        def visit(value: Any, path: _Path) -> None:
+            kind = type(value)
+            if kind is dict:
+                if any(type(key) is not str for key in value):
+                    raise _NotRenamableError("a key that is not a string")
+                if any(SENTINEL in key for key in value):
+                    keyed.append(path)
+                items: Any = value.items()
+            elif kind is list:
+                items = enumerate(value)
+            elif kind is tuple:
+                if _holds_sentinel(value):
+                    raise _NotRenamableError("the name in a tuple")
+                return
+            elif kind in (str, int, float, bool) or value is None:
+                return
+            else:
+                raise _NotRenamableError(kind.__name__)
+            for slot, item in items:
+                if type(item) is str:
+                    if SENTINEL in item:
+                        slots.append((path, slot))
+                else:
+                    visit(item, (*path, slot))
+
+        visit(objects, ())
+        keyed.sort(key=len, reverse=True)
+        return cls(pickle.dumps(objects, pickle.HIGHEST_PROTOCOL), tuple(slots), tuple(keyed))
+
+    def renamed(self, replace: Callable[[str], str]) -> list[Json]:
+        """A copy of the objects with ``replace`` applied to every string holding the
+        sentinel, keys included (strings first: their paths go through the keys as they were)."""
+        objects: list[Json] = pickle.loads(self.data)
+        for path, slot in self.slots:
+            container = _at(objects, path)
+            container[slot] = replace(container[slot])
+        for path in self.keyed:
+            mapping = _at(objects, path)
+            _at(objects, path[:-1])[path[-1]] = {
+                replace(key) if SENTINEL in key else key: item for key, item in mapping.items()
+            }
+        return objects
 
 
 @dataclass
@@ -111,18 +176,18 @@ class _Kind:
     first_name: str
     objects: list[Json]
     spec: Json
-    template: list[Json] | None = None
+    template: _Template | None = None
     checked: bool = False
 
 
 def kind_of(spec: ModelDeploymentSpec) -> Json | None:
     """``spec`` as plain data with its name replaced by :data:`SENTINEL` in every string: equal
-    for two deployments that differ by their names alone. ``None`` when the replacement cannot
-    be undone exactly (the spec holds the sentinel already)."""
+    for two deployments that differ by their names alone. ``None`` when the spec holds the
+    sentinel already, where the replacement could not be undone."""
     dump = spec.model_dump(mode="json", exclude_unset=True)
-    kind: Json = _renamed(dump, _replacer({spec.name: SENTINEL}))
-    if not _identical(_renamed(kind, _replacer({SENTINEL: spec.name})), dump):
+    if _holds_sentinel(dump):
         return None
+    kind: Json = _renamed(dump, spec.name, SENTINEL)
     return kind
 
 
@@ -144,6 +209,12 @@ class RenamedKinds:
     render: Render
     derived: Mapping[str, Callable[[str], str]] = field(default_factory=dict)
     _kinds: dict[_KindKey, _Kind] = field(default_factory=dict, init=False, repr=False)
+    # The sentinel and the stand-ins, longest first.
+    _sentinels: re.Pattern[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        stand_ins = sorted(map(self._stand_in, self.derived), key=len, reverse=True)
+        self._sentinels = re.compile("|".join(map(re.escape, (*stand_ins, SENTINEL))))
 
     def objects(self, spec: ModelDeploymentSpec) -> list[Json]:
         """The objects ``render`` makes for ``spec``."""
@@ -161,39 +232,38 @@ class RenamedKinds:
             kind.checked = True
         if kind.template is None:
             return self._fresh(spec)
-        objects: list[Json] = _renamed(kind.template, self._naming(spec.name))
-        return objects
+        return kind.template.renamed(self._naming(spec.name))
 
     def _fresh(self, spec: ModelDeploymentSpec) -> list[Json]:
         derived = {label: derive(spec.name) for label, derive in self.derived.items()}
         return self.render(spec, derived)
 
-    def _sentinel_of(self, label: str) -> str:
+    def _stand_in(self, label: str) -> str:
         return f"{SENTINEL}-{label}"
 
     def _naming(self, name: str) -> Callable[[str], str]:
-        """Renaming of a template for the deployment ``name``."""
-        table = {SENTINEL: name}
-        table.update(
-            {self._sentinel_of(label): derive(name) for label, derive in self.derived.items()}
-        )
-        return _replacer(table)
+        """Renaming of a template for the deployment ``name``: the sentinel and the stand-ins,
+        each replaced at once (a replacement is never searched again)."""
+        table = {self._stand_in(label): derive(name) for label, derive in self.derived.items()}
+        table[SENTINEL] = name
+        pattern = self._sentinels
+        return lambda text: pattern.sub(lambda match: table[match.group()], text)
 
     def _checked_template(
         self, kind: _Kind, spec_type: type[ModelDeploymentSpec]
-    ) -> list[Json] | None:
+    ) -> _Template | None:
         """The kind's template, if renaming it gives what rendering gives for the kind's first
         deployment and for the kind under :data:`SHORT_NAME`; ``None`` otherwise."""
         try:
             spec = spec_type.model_validate(kind.spec)
-            short = spec_type.model_validate(_renamed(kind.spec, _replacer({SENTINEL: SHORT_NAME})))
+            short = spec_type.model_validate(_renamed(kind.spec, SENTINEL, SHORT_NAME))
         except ValidationError:
             # A string holding the name means something under it (an instance type).
             return None
-        stand_ins = {label: self._sentinel_of(label) for label in self.derived}
+        stand_ins = {label: self._stand_in(label) for label in self.derived}
         try:
-            template = self.render(spec, stand_ins)
-            renamed = [_renamed(template, self._naming(n)) for n in (kind.first_name, SHORT_NAME)]
+            template = _Template.of(self.render(spec, stand_ins))
+            renamed = [template.renamed(self._naming(n)) for n in (kind.first_name, SHORT_NAME)]
             fresh = self._fresh(short)
         except Exception:
             # Whatever fails under another name than the first deployment's (a rule on the
