@@ -19,10 +19,10 @@ rendering would.
 - Renaming is exact only if the render writes the name and does nothing else with it, which
   is for each render to keep, engines included. So a kind is renamed only once renaming its
   template gave, key order and types included, what fresh renders give for its first
-  deployment and for the kind named :data:`SHORT_NAME`. The sentinel is the longest name, of
-  every character a name may hold, sorting after nearly every name; the short name is the
-  shortest, sorting first: a hash, a length, an escape or an order that depends on the name,
-  or a name cut to fit, fails a check. A kind that fails, or whose data is no spec under
+  deployment and for the kind named :data:`SHORT_NAME`. The sentinel is the longest name,
+  holding a letter, a digit and a dash, and sorts after nearly every name; the short name is
+  the shortest, sorting first: a hash, a length, an escape or an order that depends on the
+  name, or a name cut to fit, fails a check. A kind that fails, or whose data is no spec under
   another name (a string holding the name is an instance type), is rendered afresh for every
   deployment.
 

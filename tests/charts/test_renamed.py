@@ -8,10 +8,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from bench.platforms import generated_platform
 from eks_inference.charts import monitoring
@@ -199,6 +200,32 @@ def test_every_kind_renamed_under_hostile_names_is_its_own_render(
     # rendered for its first deployment, then, with a second, for its template and the check.
     members = Counter(repr(kind_of(copy)) for copy in copies)
     assert len(rendered) == sum(1 if count == 1 else 3 for count in members.values())
+
+
+def _models(value: Any) -> Iterator[BaseModel]:
+    """Every pydantic model in ``value``, itself included."""
+    if isinstance(value, BaseModel):
+        yield value
+        for item in value.__dict__.values():
+            yield from _models(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _models(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _models(item)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_kind_is_the_whole_spec(kind: str) -> None:
+    """A kind is a spec's dump: no model in a spec of any kind leaves a field out of it or
+    holds private state beside its fields."""
+    models = list(_models(KINDS[kind]))
+    assert models
+    for model in models:
+        excluded = [name for name, info in type(model).model_fields.items() if info.exclude]
+        assert not excluded, (type(model).__name__, excluded)
+        assert not model.__pydantic_private__, type(model).__name__
 
 
 def _verbatim(spec: ModelDeploymentSpec, derived: Mapping[str, str]) -> list[Json]:
