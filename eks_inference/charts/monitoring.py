@@ -16,7 +16,9 @@ Grafana sidecar loads dashboard ConfigMaps, by their label, from this namespace 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from eks_inference import names
@@ -25,6 +27,7 @@ from eks_inference.charts import pod
 from eks_inference.charts.contract import PlatformNeeds
 from eks_inference.charts.metadata import PART_OF, api_object, metadata, object_labels
 from eks_inference.charts.record import ChartRecord, deployment_chart
+from eks_inference.charts.renamed import RenamedKinds
 from eks_inference.charts.routing import routing_metrics_targets
 from eks_inference.charts.serving import serving_engine
 from eks_inference.metrics import require_known
@@ -66,6 +69,10 @@ _NEURON_MONITOR_READINESS_PERIOD_S = 10
 _NEURON_MONITOR_LIVENESS_PERIOD_S = 30
 _NEURON_MONITOR_PROBE_FAILURES = 3
 _NAME_LABEL = "app.kubernetes.io/name"
+# The name a deployment's monitoring derives from its name other than by writing it.
+_DASHBOARD_UID = "dashboard-uid"
+# The monitoring of the platform being rendered, by kind of deployment (rendered_per_kind).
+_PER_KIND: ContextVar[RenamedKinds | None] = ContextVar("monitoring_per_kind", default=None)
 
 
 def _interval() -> str:
@@ -228,10 +235,13 @@ def _alert(
     }
 
 
-def dashboard_config_map(spec: ModelDeploymentSpec, signals: Signals) -> dict[str, Any]:
-    """The ConfigMap holding ``spec``'s Grafana dashboard, labelled for Grafana's sidecar."""
+def dashboard_config_map(
+    spec: ModelDeploymentSpec, signals: Signals, board_uid: str | None = None
+) -> dict[str, Any]:
+    """The ConfigMap holding ``spec``'s Grafana dashboard, labelled for Grafana's sidecar;
+    ``board_uid`` as :func:`~eks_inference.observability.dashboards.dashboard` takes it."""
     labels = {**object_labels(spec, ROLE), names.GRAFANA_DASHBOARD_LABEL: "1"}
-    board = indented_json(dashboards.dashboard(spec, signals))
+    board = indented_json(dashboards.dashboard(spec, signals, board_uid))
     return api_object(
         "v1",
         "ConfigMap",
@@ -251,8 +261,31 @@ def monitoring_chart(spec: ModelDeploymentSpec) -> ChartRecord:
       replica, a replica stuck in model load beyond its budget.
     - **ConfigMap** ``<deployment>-dashboard``: the deployment's Grafana dashboard.
 
-    Its needs name the Prometheus Operator CRDs, which kube-prometheus-stack installs.
+    Its needs name the Prometheus Operator CRDs, which kube-prometheus-stack installs. Within
+    :func:`rendered_per_kind`, the objects of a deployment whose kind was rendered before are
+    that kind's, renamed.
     """
+    per_kind = _PER_KIND.get()
+    objects = (
+        _monitoring_objects(spec, {_DASHBOARD_UID: dashboards.uid(spec.name)})
+        if per_kind is None
+        else per_kind.objects(spec)
+    )
+    return deployment_chart(
+        spec,
+        ROLE,
+        objects,
+        PlatformNeeds(
+            namespaces=(INFERENCE_NAMESPACE,),
+            custom_resources=(PODMONITOR_CRD, PROMETHEUSRULE_CRD),
+        ),
+    )
+
+
+def _monitoring_objects(
+    spec: ModelDeploymentSpec, derived: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The objects of :func:`monitoring_chart`, with the dashboard uid ``derived`` gives."""
     signals = signals_of(spec)
     rules = api_object(
         MONITORING_API_VERSION,
@@ -260,15 +293,22 @@ def monitoring_chart(spec: ModelDeploymentSpec) -> ChartRecord:
         metadata(spec.name, object_labels(spec, ROLE)),
         {"spec": {"groups": [{"name": spec.name, "rules": alert_rules(spec, signals)}]}},
     )
-    return deployment_chart(
-        spec,
-        ROLE,
-        [*_deployment_monitors(spec), rules, dashboard_config_map(spec, signals)],
-        PlatformNeeds(
-            namespaces=(INFERENCE_NAMESPACE,),
-            custom_resources=(PODMONITOR_CRD, PROMETHEUSRULE_CRD),
-        ),
-    )
+    board = dashboard_config_map(spec, signals, derived[_DASHBOARD_UID])
+    return [*_deployment_monitors(spec), rules, board]
+
+
+@contextmanager
+def rendered_per_kind() -> Iterator[None]:
+    """Within, :func:`monitoring_chart` renders each kind of deployment once and renames its
+    objects for the other deployments of the kind
+    (:class:`~eks_inference.charts.renamed.RenamedKinds`): for a platform's render, where many
+    deployments may differ by their names alone. The dashboard's uid, a hash of the name, is
+    computed for each deployment."""
+    token = _PER_KIND.set(RenamedKinds(_monitoring_objects, {_DASHBOARD_UID: dashboards.uid}))
+    try:
+        yield
+    finally:
+        _PER_KIND.reset(token)
 
 
 def _neuron_monitor_labels(pool: NodePool | None = None) -> dict[str, str]:

@@ -52,7 +52,7 @@ from eks_inference.charts.karpenter import (
     platform_karpenter_chart,
     platform_offers,
 )
-from eks_inference.charts.monitoring import exporters_chart, neuron_pools
+from eks_inference.charts.monitoring import exporters_chart, neuron_pools, rendered_per_kind
 from eks_inference.charts.namespace import namespace_chart
 from eks_inference.charts.ownership import ObjectOwners
 from eks_inference.charts.record import ChartRecord
@@ -120,24 +120,26 @@ def _all_charts(
 ) -> dict[str, list[ChartRecord]]:
     """Every chart of every deployment, in file order: serving charts, the compile job, then
     monitoring and autoscaling, then the Ingress (each after the others, so the serving files
-    keep their numbers). ``karpenter`` is the platform's NodePools chart, if any."""
+    keep their numbers). ``karpenter`` is the platform's NodePools chart, if any. Each kind of
+    deployment's monitoring is rendered once (:func:`rendered_per_kind`)."""
     charts: dict[str, list[ChartRecord]] = {}
     routes = platform.routes()
     owners = ObjectOwners()
     problems = Problems("PlatformSpec")
-    for index, spec in enumerate(platform.deployments):
-        placement = platform.placement(spec)
-        route = routes.get(spec.name)
-        rendered = deployment_charts(spec, placement, context, route)
-        charts[spec.name] = [
-            *rendered.charts,
-            *compile_job_charts(rendered),
-            *observability_charts(rendered),
-            *endpoint_charts(rendered),
-        ]
-        shared = owners.claim(spec.name, (o for c in charts[spec.name] for o in c.objects))
-        if shared is not None:
-            problems.add(("deployments", index, "name"), shared, spec.name)
+    with rendered_per_kind():
+        for index, spec in enumerate(platform.deployments):
+            placement = platform.placement(spec)
+            route = routes.get(spec.name)
+            rendered = deployment_charts(spec, placement, context, route)
+            charts[spec.name] = [
+                *rendered.charts,
+                *compile_job_charts(rendered),
+                *observability_charts(rendered),
+                *endpoint_charts(rendered),
+            ]
+            shared = owners.claim(spec.name, (o for c in charts[spec.name] for o in c.objects))
+            if shared is not None:
+                problems.add(("deployments", index, "name"), shared, spec.name)
     problems.raise_if_any()
     # A pod no node of its pool can run would be Pending forever: refuse to render it.
     check_schedulable(

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
+from typer.main import get_command_name
 
 from eks_inference.cli import (
     console,
@@ -66,23 +67,14 @@ class _OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-app = typer.Typer(
-    name="eks-inference",
-    cls=_OneLineErrors,
-    help="Plan, upload and check LLM deployments on EKS (Inferentia2 and NVIDIA L40S).",
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-@app.callback(invoke_without_command=True)
 def _root(ctx: typer.Context) -> None:
     """Show the help when no command is given (as a normal exit, not a usage error)."""
     if ctx.invoked_subcommand is None:
         typer.echo(ctx.get_help())
 
 
-for command in (
+# The commands, in the order --help lists them.
+_COMMANDS: tuple[Callable[..., None], ...] = (
     plan.plan,
     upload.upload,
     preflight.preflight,
@@ -90,14 +82,38 @@ for command in (
     models.models,
     manifests.manifests,
     schema.schema,
-):
-    app.command()(command)
+)
+
+
+def _typer_app(commands: Sequence[Callable[..., None]]) -> typer.Typer:
+    """The ``eks-inference`` app with ``commands``."""
+    built = typer.Typer(
+        name="eks-inference",
+        cls=_OneLineErrors,
+        help="Plan, upload and check LLM deployments on EKS (Inferentia2 and NVIDIA L40S).",
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    built.callback(invoke_without_command=True)(_root)
+    for command in commands:
+        built.command()(command)
+    return built
+
+
+app = _typer_app(_COMMANDS)
 
 
 def main() -> None:
-    """Console-script entry point (also ``python -m eks_inference``)."""
+    """Console-script entry point (also ``python -m eks_inference``).
+
+    A run naming a command builds the app with that command alone: typer reads the signature
+    and options of every command it is given before it parses anything, and the others would
+    not run. Without one (``--help``, a mistyped name), the app has every command.
+    """
     # What start-up imported (modules, their classes, pydantic's validators) lives until exit:
     # frozen, it is left out of the collector's passes during the command and of the last
     # one at exit, which would only walk it (some 30 ms of every run).
     gc.freeze()
-    app(prog_name="eks-inference")
+    by_name = {get_command_name(command.__name__): command for command in _COMMANDS}
+    named = by_name.get(sys.argv[1]) if len(sys.argv) > 1 else None
+    (app if named is None else _typer_app((named,)))(prog_name="eks-inference")

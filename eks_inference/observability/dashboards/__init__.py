@@ -262,10 +262,14 @@ def uid(deployment: str) -> str:
     return f"eksi-{digest}-{deployment}"[:_UID_LENGTH]
 
 
-def dashboard(spec: ModelDeploymentSpec, signals: Signals | None = None) -> Json:
+def dashboard(
+    spec: ModelDeploymentSpec, signals: Signals | None = None, board_uid: str | None = None
+) -> Json:
     """The Grafana dashboard of ``spec``: its kind's layout with its own queries and price.
 
-    ``signals`` are ``signals_of(spec)``, given by a caller that has them already.
+    ``signals`` are ``signals_of(spec)``, given by a caller that has them already;
+    ``board_uid`` is :func:`uid` of its name unless given (a kind's template takes a stand-in,
+    :mod:`eks_inference.charts.renamed`).
     """
     signals = signals if signals is not None else signals_of(spec)
     own = tuple(
@@ -280,7 +284,7 @@ def dashboard(spec: ModelDeploymentSpec, signals: Signals | None = None) -> Json
             panels.append(_panel_json(panel, len(panels) + 1, column * width, y, width))
         y += _STAT_HEIGHT if all(p.stat for p in row) else _PANEL_HEIGHT
     return {
-        "uid": uid(spec.name),
+        "uid": uid(spec.name) if board_uid is None else board_uid,
         "title": f"{spec.name}: {signals.kind.display_name}",
         "description": (
             f"{spec.model.id} on {spec.instance_type}, TP {spec.tensor_parallel_size}; "
