@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from eks_inference.charts.contract import PlatformNeeds
@@ -56,7 +56,11 @@ class ChartRecord:
 
     def applied_after(self, *charts: ChartRecord) -> ChartRecord:
         """This chart, applied after ``charts`` as well."""
-        return replace(self, after=(*self.after, *(chart.chart_id for chart in charts)))
+        # A copy rather than dataclasses.replace, which would check every object's size again
+        # (encoding it as JSON) although only the order changes.
+        record = copy.copy(self)
+        object.__setattr__(record, "after", (*self.after, *(chart.chart_id for chart in charts)))
+        return record
 
 
 def chart_id(deployment_name: str, role: str) -> str:
