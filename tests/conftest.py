@@ -42,7 +42,13 @@ _GROUPING_LOST = pytest.StashKey[str]()
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker under ``--dist loadgroup``, notice when the groups are lost.
+    """Tests marked ``long`` first; and, on an xdist worker under ``--dist loadgroup``, notice
+    when the groups are lost.
+
+    xdist hands out tests in collection order, so a test that runs for seconds on its own (a
+    teardown it waits out, a process of its own) collected last would end the run alone on
+    one worker while the other has nothing left to do. Run first, the other worker's tests run
+    beside it.
 
     xdist sends a group to one worker by suffixing its tests' node ids with ``@<group>``;
     where pytest no longer takes that suffix (pytest 9.2.0 with xdist 3.8.0,
@@ -50,6 +56,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     every app its tests read, and the run only gets slower. :func:`_tests_are_grouped` then
     fails every test with the reason, rather than leaving it to the timings.
     """
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
     if not getattr(config.option, "loadgroup", False):
         return
     lost = [

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.platforms import REPO
 
 # Longer than the 5 s execnet waits for a worker's execution to end before its SIGINT, and
@@ -47,6 +49,7 @@ def test_integers_equal_themselves(number):
 """
 
 
+@pytest.mark.long
 def test_a_worker_interrupted_while_it_tears_down_prints_no_keyboard_interrupt(
     tmp_path: Path,
 ) -> None:

@@ -76,6 +76,7 @@ def _problems(code: int, stderr: str, exception: str | None = None) -> list[str]
     return found
 
 
+@pytest.mark.long
 def test_every_command_refuses_every_hostile_file_with_one_line_fast_and_small(
     corpus: list[Path], aws_env: str, tmp_path: Path
 ) -> None:
@@ -118,6 +119,7 @@ def test_every_command_refuses_every_hostile_file_with_one_line_fast_and_small(
     assert not different
 
 
+@pytest.mark.long
 def test_a_sample_of_hostile_files_as_separate_commands(
     corpus: list[Path], aws_env: str, tmp_path: Path
 ) -> None:

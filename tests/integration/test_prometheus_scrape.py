@@ -132,6 +132,7 @@ def _wait_for(base: str, expr: str, process: subprocess.Popen[bytes]) -> float:
     raise AssertionError(f"no value for {expr} within {_DEADLINE_S} s")
 
 
+@pytest.mark.long
 def test_prometheus_scrapes_with_our_monitor_and_keda_reads_the_queue(
     fake_vllm: int, tmp_path: Path
 ) -> None:

@@ -109,6 +109,7 @@ def _fast_writes(value: Any, root: bool = True) -> bool:
     return not root
 
 
+@pytest.mark.long
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_DOCUMENT, max_size=3))
 def test_any_documents_are_libyamls_text(documents: list[Any]) -> None:

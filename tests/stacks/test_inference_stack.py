@@ -222,6 +222,7 @@ def _unshare_works() -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.long
 @pytest.mark.synth
 def test_synth_needs_no_network_and_no_credentials(tmp_path: Path) -> None:
     if not _unshare_works():
