@@ -193,7 +193,6 @@ class InferenceCluster(Construct):
         self._cluster_name_ref: str | None = None
         self._kubectl_service_token: str | None = None
         self._kubectl_barrier: IConstruct | None = None
-        self._agent_resource: eks.CfnAddon | None = None
 
         self.vpc = vpc or self._new_vpc(max_azs, availability_zones)
         # Literal for the VPC made here, so manifests that name it need no cross-stack value.
@@ -244,7 +243,7 @@ class InferenceCluster(Construct):
                     )
                 ],
             )
-        self.pod_identity_agent: eks.Addon = EksAddon(
+        self.pod_identity_agent = EksAddon(
             self,
             "PodIdentityAgent",
             cluster=self,
@@ -452,19 +451,8 @@ class InferenceCluster(Construct):
             service_account=service_account,
             role_arn=role.role_arn,
         )
-        association.add_resource_dependency(self._pod_identity_agent_resource)
+        association.add_resource_dependency(self.pod_identity_agent.resource)
         return PodIdentity(role=role, association=association)
-
-    @property
-    def _pod_identity_agent_resource(self) -> eks.CfnAddon:
-        """The agent's CloudFormation resource: a resource depends on it in one request,
-        where depending on the add-on's construct takes two."""
-        if self._agent_resource is None:
-            resource = self.pod_identity_agent.node.default_child
-            if not isinstance(resource, eks.CfnAddon):
-                raise TypeError(f"unexpected default child of eks.Addon: {resource!r}")
-            self._agent_resource = resource
-        return self._agent_resource
 
     @property
     def pods_principal(self) -> iam.IPrincipal:

@@ -88,11 +88,10 @@ class EksAddon(eks.Addon):
             preserve_on_delete=False,
         )
         self._role = created
+        self._resource: eks.CfnAddon | None = None
         if role is None and not overwrite:
             return
-        cfn_addon = self.node.default_child
-        if not isinstance(cfn_addon, eks.CfnAddon):
-            raise TypeError(f"unexpected default child of eks.Addon: {cfn_addon!r}")
+        cfn_addon = self.resource
         if overwrite:
             cfn_addon.resolve_conflicts = "OVERWRITE"
         if role is not None:
@@ -102,6 +101,17 @@ class EksAddon(eks.Addon):
                 )
             ]
             self.node.add_dependency(cluster.pod_identity_agent)
+
+    @property
+    def resource(self) -> eks.CfnAddon:
+        """The add-on's CloudFormation resource, asked of Node.js once: a resource depends on
+        it in one request, where depending on the add-on's construct takes two."""
+        if self._resource is None:
+            resource = self.node.default_child
+            if not isinstance(resource, eks.CfnAddon):
+                raise TypeError(f"unexpected default child of eks.Addon: {resource!r}")
+            self._resource = resource
+        return self._resource
 
     @property
     def role(self) -> iam.Role:
